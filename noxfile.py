@@ -1,0 +1,72 @@
+"""Development entry point: ``python3 -m nox`` runs tests on every Python present, lint and typecheck."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pathlib
+
+import nox
+
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+ROOT = pathlib.Path(__file__).parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_venv = "yes"
+# Locally a missing interpreter is skipped; on CI (CI=true) nox turns a missing one into an error.
+nox.options.error_on_missing_interpreters = bool(os.environ.get("CI"))
+
+
+def _expose_pyenv_interpreters() -> None:
+    """Put every pyenv-installed CPython 3.10-3.13 on PATH so nox finds ``python3.X``.
+
+    pyenv's shims only answer for the selected version; the interpreters themselves are there.
+    """
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    extra = []
+    for version in PYTHONS:
+        candidates = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin")))
+        if candidates:
+            extra.append(candidates[-1])
+    if extra:
+        os.environ["PATH"] = os.pathsep.join([*extra, os.environ.get("PATH", "")])
+
+
+_expose_pyenv_interpreters()
+
+
+def _group(name: str) -> list[str]:
+    return list(nox.project.dependency_groups(PYPROJECT, name))
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """Run the test suite (asyncio and trio) against an installed wheel of the package."""
+    session.install(".[trio,starlette]", *_group("test"))
+    session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """ruff, including the async rules."""
+    session.install(*_group("lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package, the tests and the benchmarks."""
+    session.install(".[trio,starlette]", *_group("typecheck"))
+    session.run("mypy")
+
+
+@nox.session(python="3.11", default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (not part of the test run): ratios to a floor measured in the same run."""
+    session.install(".", *_group("test"))
+    for script in ("bench_chat.py", "bench_responses.py", "bench_request.py", "bench_engine.py"):
+        path = ROOT / "benchmarks" / script
+        if path.exists():
+            session.run("python", str(path), *session.posargs)

@@ -1,0 +1,78 @@
+"""The library's exceptions, rooted in one class.
+
+::
+
+    AiostreamSynthError
+     ├── InvalidInputError (ValueError)      an argument is not the shape a function needs
+     │    ├── InvalidResultError             a completion / Responses result cannot be synthesized
+     │    ├── InvalidRequestError            a request body cannot be sanitized
+     │    └── InvalidSSEFieldError           an SSE event name or id contains CR or LF
+     └── BackendError                        the backend failed before anything was sent
+
+Every leaf that reports bad input is also a :class:`ValueError`, so callers that already catch
+``ValueError`` keep working. :class:`BackendError` carries an HTTP status and an OpenAI-shaped
+error body so that an HTTP adapter can answer with a real status before the stream is committed;
+the backend's own exception is its ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AiostreamSynthError",
+    "BackendError",
+    "InvalidInputError",
+    "InvalidRequestError",
+    "InvalidResultError",
+    "InvalidSSEFieldError",
+]
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    return ".".join(str(part) for part in path) or "<root>"
+
+
+class AiostreamSynthError(Exception):
+    """Root of every exception this library raises on purpose."""
+
+
+class InvalidInputError(AiostreamSynthError, ValueError):
+    """An argument is not the shape the function needs.
+
+    ``path`` locates the offending value inside the argument (``("choices", 0, "message")``);
+    the message names it in dotted form.
+    """
+
+    def __init__(self, what: str, path: Sequence[str | int], problem: str) -> None:
+        self.what = what
+        self.path: tuple[str | int, ...] = tuple(path)
+        self.problem = problem
+        super().__init__(f"{what}: {_dotted(self.path)}: {problem}")
+
+
+class InvalidResultError(InvalidInputError):
+    """A backend result (chat completion or Responses object) cannot be turned into a stream."""
+
+
+class InvalidRequestError(InvalidInputError):
+    """A request body cannot be sanitized (it is not a JSON object)."""
+
+
+class InvalidSSEFieldError(InvalidInputError):
+    """An SSE field value (event name, id) would break the framing: it contains CR or LF."""
+
+
+class BackendError(AiostreamSynthError):
+    """The backend failed before the stream was committed.
+
+    ``status_code`` is the HTTP status an adapter should answer with and ``body`` the
+    OpenAI-shaped error body ``{"error": {"message", "type", "param", "code"}}``.
+    """
+
+    def __init__(self, status_code: int, body: dict[str, Any]) -> None:
+        self.status_code = status_code
+        self.body = body
+        error = body.get("error") or {}
+        super().__init__(f"HTTP {status_code}: {error.get('message', '')}")

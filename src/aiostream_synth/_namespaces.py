@@ -1,0 +1,75 @@
+"""Namespace tools: flattening ``{type: namespace}`` specs to ``<ns>__<name>`` and back.
+
+The map built while flattening is the only inverse: namespaces often contain the delimiter
+themselves (``mcp__weather``), so a flat name is never split on ``__``. When a plain tool and a
+namespaced one flatten to the same name, the later map entry wins (protocol.md §3.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeAlias
+
+__all__ = [
+    "NAMESPACE_DELIMITER",
+    "NAMESPACED_CALL_TYPES",
+    "NamespaceMap",
+    "flatten_namespace_tools",
+    "restore_namespace_tool_calls",
+]
+
+#: flat tool name -> (namespace, name within the namespace)
+NamespaceMap: TypeAlias = dict[str, tuple[str, str]]
+
+NAMESPACE_DELIMITER = "__"
+#: Output / replayed item types that carry a ``namespace`` (D8: custom calls too).
+NAMESPACED_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+
+
+def flatten_namespace_tools(tools: Iterable[Any] | None) -> tuple[list[Any], NamespaceMap]:
+    """Replace every namespace spec, in place in the list, by its sub-tools with joined names.
+
+    A sub-tool keeps its own declared ``type`` (a ``custom`` tool stays custom), an untyped one
+    becomes ``function``; sub-tools that are not objects or have no name are skipped; the
+    namespace's own description is dropped. Everything else passes through unchanged, and no
+    input object is mutated (B-R06..B-R11).
+    """
+    flat: list[Any] = []
+    ns_map: NamespaceMap = {}
+    for tool in tools or ():
+        if not (isinstance(tool, dict) and tool.get("type") == "namespace"):
+            flat.append(tool)
+            continue
+        namespace = str(tool.get("name") or "")
+        subtools = tool.get("tools")
+        if not isinstance(subtools, list):
+            continue
+        for sub in subtools:
+            if not (isinstance(sub, dict) and sub.get("name")):
+                continue
+            flat_name = f"{namespace}{NAMESPACE_DELIMITER}{sub['name']}"
+            flat.append({**sub, "type": sub.get("type") or "function", "name": flat_name})
+            ns_map[flat_name] = (namespace, str(sub["name"]))
+    return flat, ns_map
+
+
+def restore_namespace_tool_calls(items: list[Any], ns_map: NamespaceMap) -> list[Any]:
+    """A new list in which calls named with a mapped flat name get ``namespace`` + short ``name``.
+
+    Applies to ``function_call`` and ``custom_tool_call`` items (D8). Other items, and calls
+    whose name is not in the map, are the same objects, untouched (B-R34, B-R35).
+    """
+    if not ns_map:
+        return list(items)
+    restored: list[Any] = []
+    for item in items:
+        if (
+            isinstance(item, dict)
+            and item.get("type") in NAMESPACED_CALL_TYPES
+            and isinstance(item.get("name"), str)
+            and item["name"] in ns_map
+        ):
+            namespace, name = ns_map[item["name"]]
+            item = {**item, "namespace": namespace, "name": name}
+        restored.append(item)
+    return restored

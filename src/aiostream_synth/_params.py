@@ -1,0 +1,93 @@
+"""Our strict non-streaming params models for both dialects (decision P3).
+
+``ChatCompletionParams`` and ``ResponsesParams`` are pydantic models generated from the
+installed openai SDK's ``CompletionCreateParamsNonStreaming`` / ``ResponseCreateParamsNonStreaming``
+(via :mod:`._strict_types`): the same top-level fields, unknown keys forbidden at every level.
+Their field sets decide what the sanitizers keep. Callers may pass their own model instead; the
+per-item validators (one tool spec, one input item) are then derived from that model's fields.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import typing_extensions
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+from ._strict_types import list_item_type, strict_type
+
+__all__ = [
+    "CHAT_PROVIDER_EXTENSION_FIELDS",
+    "ChatCompletionParams",
+    "ResponsesParams",
+    "item_adapter",
+    "param_fields",
+]
+
+#: Provider extensions a strict non-streaming chat path may accept, never the streaming one (B-C02).
+CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", "output_config"})
+
+
+def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
+    strict = strict_type(source)
+    hints = typing_extensions.get_type_hints(strict, include_extras=True)
+    required = set(strict.__required_keys__)
+    fields: dict[str, Any] = {}
+    for key, hint in hints.items():
+        inner = typing_extensions.get_args(hint)[0]
+        fields[key] = (inner, ...) if key in required else (inner, None)
+    model = create_model(  # type: ignore[call-overload]
+        name,
+        __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+        __doc__=doc,
+        __module__="aiostream_synth",
+        **fields,
+    )
+    return model  # type: ignore[no-any-return]
+
+
+ChatCompletionParams: type[BaseModel] = _model_from_typeddict(
+    "ChatCompletionParams",
+    CompletionCreateParamsNonStreaming,
+    "Strict non-streaming Chat Completions create params, mirrored from the installed openai SDK.",
+)
+ResponsesParams: type[BaseModel] = _model_from_typeddict(
+    "ResponsesParams",
+    ResponseCreateParamsNonStreaming,
+    "Strict non-streaming Responses create params, mirrored from the installed openai SDK.",
+)
+
+
+@cache
+def param_fields(model: type[BaseModel]) -> frozenset[str]:
+    """Top-level field names (wire names) of a params model."""
+    return frozenset(
+        (field.alias or name) for name, field in model.model_fields.items()
+    )
+
+
+@cache
+def item_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
+    """A validator for one element of the list-valued field ``field`` (``tools``, ``input``)."""
+    info = model.model_fields.get(field)
+    if info is None:
+        return None
+    item = list_item_type(info.annotation)
+    if item is None:
+        return None
+    return TypeAdapter(item)
+
+
+@cache
+def list_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
+    """A validator for the whole list of ``field`` at once (one call on the happy path)."""
+    info = model.model_fields.get(field)
+    if info is None:
+        return None
+    item = list_item_type(info.annotation)
+    if item is None:
+        return None
+    return TypeAdapter(list[item])  # type: ignore[valid-type]

@@ -1,0 +1,172 @@
+"""Strict, validatable mirrors of the openai SDK's request ``TypedDict`` types (decision P3).
+
+The SDK's params types are written for type checkers, not for validation: lists are
+``Iterable[...]`` (which pydantic validates lazily, as a one-shot generator), some string lists
+are a ``SequenceNotStr`` protocol, and nothing forbids unknown keys. :func:`strict_type` rebuilds
+an annotation so that pydantic validates it eagerly and strictly:
+
+* every ``TypedDict`` is copied with the same keys (required-ness kept) and ``extra="forbid"``,
+  so an unknown key anywhere is reported as ``extra_forbidden`` at a literal location;
+* ``Iterable`` / ``Sequence`` / ``SequenceNotStr`` become ``list``; ``Annotated`` metadata is
+  dropped;
+* a union of ``TypedDict`` arms that all declare a literal ``type`` becomes a union
+  discriminated on that key, so a bad tool spec or input item is reported against the arms of
+  its own type only, instead of against all thirty arms of the union.
+
+The field sets therefore follow whatever openai version is installed.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import types
+import typing
+from typing import Any, Union, get_args, get_origin
+
+import typing_extensions
+from pydantic import ConfigDict, Discriminator, Tag
+
+__all__ = ["list_item_type", "strict_type"]
+
+_FORBID = ConfigDict(extra="forbid")
+_MISSING_TAG = "<no type>"
+_LIST_ORIGINS: tuple[Any, ...] = (
+    collections.abc.Iterable,
+    collections.abc.Sequence,
+    collections.abc.Iterator,
+    collections.abc.Collection,
+    list,
+)
+_REQUIRED_WRAPPERS: tuple[Any, ...] = tuple(
+    {typing_extensions.Required, typing_extensions.NotRequired}
+    | {getattr(typing, name) for name in ("Required", "NotRequired") if hasattr(typing, name)}
+)
+_ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
+_LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
+
+_cache: dict[Any, Any] = {}
+_building: set[Any] = set()
+
+
+def _is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and typing_extensions.is_typeddict(tp)
+
+
+def _strip_required(tp: Any) -> Any:
+    while get_origin(tp) in _REQUIRED_WRAPPERS:
+        tp = get_args(tp)[0]
+    return tp
+
+
+def _strict_typeddict(tp: type) -> Any:
+    if tp in _cache:
+        return _cache[tp]
+    if tp in _building:  # a recursive type: accept any object at the recursion point
+        return dict[str, Any]
+    _building.add(tp)
+    try:
+        hints = typing_extensions.get_type_hints(tp, include_extras=True)
+        required = set(getattr(tp, "__required_keys__", ()))
+        fields: dict[str, Any] = {}
+        for key, hint in hints.items():
+            inner = strict_type(_strip_required(hint))
+            wrapper = typing_extensions.Required if key in required else typing_extensions.NotRequired
+            fields[key] = wrapper[inner]
+        mirrored: Any = typing_extensions.TypedDict(tp.__name__, fields, total=False)  # type: ignore[operator]
+        mirrored.__pydantic_config__ = _FORBID
+        mirrored.__module__ = __name__
+        mirrored.__qualname__ = tp.__name__
+    finally:
+        _building.discard(tp)
+    _cache[tp] = mirrored
+    return mirrored
+
+
+def _type_tags(td: Any) -> tuple[list[str], bool] | None:
+    """The literal ``type`` values an (already mirrored) TypedDict accepts, and whether
+    ``type`` may be omitted; ``None`` when ``type`` is not a literal."""
+    hint = typing_extensions.get_type_hints(td).get("type")
+    if hint is None:
+        return None
+    tags: list[str] = []
+    for arm in get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,):
+        if get_origin(arm) in _LITERAL and all(isinstance(v, str) for v in get_args(arm)):
+            tags.extend(get_args(arm))
+        elif arm is type(None):
+            continue
+        else:
+            return None
+    return tags, "type" not in getattr(td, "__required_keys__", ())
+
+
+def _type_discriminator(value: Any) -> str | None:
+    if isinstance(value, dict):
+        tag = value.get("type", _MISSING_TAG)
+        return tag if isinstance(tag, str) else None
+    return None
+
+
+def _strict_union(args: tuple[Any, ...]) -> Any:
+    arms = [strict_type(arm) for arm in args]
+    dict_arms = [arm for arm in arms if _is_typeddict(arm)]
+    if len(dict_arms) >= 2:
+        groups: dict[str, list[Any]] = {}
+        for arm in dict_arms:
+            found = _type_tags(arm)
+            if found is None:
+                break
+            tags, optional = found
+            for tag in [*tags, *([_MISSING_TAG] if optional else [])]:
+                groups.setdefault(tag, []).append(arm)
+        else:
+            tagged = [
+                typing.Annotated[Union[tuple(group)] if len(group) > 1 else group[0], Tag(tag)]  # noqa: UP007
+                for tag, group in groups.items()
+            ]
+            discriminated = typing.Annotated[
+                Union[tuple(tagged)],  # noqa: UP007
+                Discriminator(_type_discriminator),
+            ]
+            others = [arm for arm in arms if not _is_typeddict(arm)]
+            arms = [*others, discriminated]
+    return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
+
+
+def strict_type(tp: Any) -> Any:
+    """Return the strict, eagerly validatable counterpart of an SDK annotation."""
+    if _is_typeddict(tp):
+        return _strict_typeddict(tp)
+    origin = get_origin(tp)
+    if origin is None:
+        return tp
+    args = get_args(tp)
+    if origin in _ANNOTATED:
+        return strict_type(args[0])
+    if origin in _REQUIRED_WRAPPERS:
+        return strict_type(args[0])
+    if origin in (Union, types.UnionType):
+        return _strict_union(args)
+    if origin in _LITERAL:
+        return tp
+    if origin in _LIST_ORIGINS or getattr(origin, "__name__", "") == "SequenceNotStr":
+        return list[strict_type(args[0])]  # type: ignore[misc]
+    if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
+        return dict[strict_type(args[0]), strict_type(args[1])]  # type: ignore[misc]
+    if origin is tuple:
+        return tuple[tuple(strict_type(arg) for arg in args)]  # type: ignore[misc]
+    return tp
+
+
+def list_item_type(annotation: Any) -> Any | None:
+    """The item type of the (first) ``list[...]`` arm of ``annotation``, if it has one."""
+    if get_origin(annotation) in _ANNOTATED:
+        return list_item_type(get_args(annotation)[0])
+    if get_origin(annotation) is list:
+        return get_args(annotation)[0]
+    if get_origin(annotation) in (Union, types.UnionType):
+        for arm in get_args(annotation):
+            found = list_item_type(arm)
+            if found is not None:
+                return found
+    return None
+
