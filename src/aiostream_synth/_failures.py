@@ -1,0 +1,99 @@
+"""Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision P6).
+
+* a context-window overflow → ``context_length_exceeded`` (400; it must not look retryable);
+* HTTP 429 → ``rate_limit_exceeded``, the upstream message kept ("try again in 20s");
+* a timeout → ``server_error`` with a timeout message (504);
+* anything else → ``server_error``; the upstream HTTP status is kept when it has one (else 500).
+
+The status is read from ``status_code`` (openai's ``APIStatusError``), ``status``, or
+``response.status_code`` (httpx's ``HTTPStatusError``). Cancellation is never classified: the
+engine lets it propagate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Failure", "classify_failure"]
+
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A classified backend failure."""
+
+    status_code: int
+    code: str
+    message: str
+
+    @property
+    def type(self) -> str:
+        """OpenAI's error ``type``: ``server_error`` for 5xx, else ``invalid_request_error``."""
+        return "server_error" if self.status_code >= 500 else "invalid_request_error"
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+
+
+def _status(exc: BaseException) -> int | None:
+    for candidate in (
+        getattr(exc, "status_code", None),
+        getattr(exc, "status", None),
+        getattr(getattr(exc, "response", None), "status_code", None),
+    ):
+        if isinstance(candidate, int) and not isinstance(candidate, bool) and 100 <= candidate <= 599:
+            return candidate
+    return None
+
+
+def _message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(inner.get("message"), str) and inner["message"]:
+            return str(inner["message"])
+    text = getattr(exc, "message", None)
+    if isinstance(text, str) and text:
+        return text
+    return str(exc) or type(exc).__name__
+
+
+def _upstream_code(exc: BaseException) -> str | None:
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        return code
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(inner.get("code"), str):
+            return str(inner["code"])
+    return None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
+
+
+def classify_failure(exc: BaseException) -> Failure:
+    """Map a backend exception to the status, code and message clients should see."""
+    status = _status(exc)
+    message = _message(exc)
+    lowered = message.lower()
+    if _upstream_code(exc) == "context_length_exceeded" or any(m in lowered for m in _CONTEXT_MARKERS):
+        return Failure(status if status and 400 <= status < 500 else 400, "context_length_exceeded", message)
+    if status == 429:
+        return Failure(429, "rate_limit_exceeded", message)
+    if _is_timeout(exc) and status is None:
+        detail = str(exc) or "no answer within the deadline"
+        return Failure(504, "server_error", f"backend timed out: {detail}")
+    return Failure(status or 500, "server_error", message)
