@@ -41,6 +41,10 @@ _REQUIRED_WRAPPERS: tuple[Any, ...] = tuple(
     {typing_extensions.Required, typing_extensions.NotRequired}
     | {getattr(typing, name) for name in ("Required", "NotRequired") if hasattr(typing, name)}
 )
+_REQUIRED: tuple[Any, ...] = tuple(
+    {typing_extensions.Required}
+    | ({typing.Required} if hasattr(typing, "Required") else set())
+)
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 
@@ -66,11 +70,15 @@ def _strict_typeddict(tp: type) -> Any:
     _building.add(tp)
     try:
         hints = typing_extensions.get_type_hints(tp, include_extras=True)
-        required = set(getattr(tp, "__required_keys__", ()))
+        total = getattr(tp, "__total__", True)
         fields: dict[str, Any] = {}
         for key, hint in hints.items():
+            # Required-ness from the resolved hint: with postponed annotations (the SDK's
+            # style) ``__required_keys__`` cannot see ``Required[...]`` written as a string.
+            wrapper_origin = get_origin(hint)
+            required = wrapper_origin in _REQUIRED if wrapper_origin in _REQUIRED_WRAPPERS else total
             inner = strict_type(_strip_required(hint))
-            wrapper = typing_extensions.Required if key in required else typing_extensions.NotRequired
+            wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[key] = wrapper[inner]
         mirrored: Any = typing_extensions.TypedDict(tp.__name__, fields, total=False)  # type: ignore[operator]
         mirrored.__pydantic_config__ = _FORBID

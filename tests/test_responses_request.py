@@ -1,0 +1,340 @@
+"""Responses request side: sanitize (B-R12..B-R28), validate with pruning (B-R29..B-R32), dispatch."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pathlib
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from aiostream_synth import (
+    InvalidRequestError,
+    restore_namespace_tool_calls,
+    sanitize_streaming_responses_body,
+    validate_streaming_responses_params,
+    wants_stream,
+)
+from aiostream_synth._pruning import delete_path
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+if not FIXTURES.exists():  # CI clones next to shared/ as well; fall back to the env override
+    FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+
+FN = {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False}
+
+
+def _sanitize(body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return sanitize_streaming_responses_body(body, **kw)[0]
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / f"codex-0.171.0-request-{name}.json").read_text())
+    return data["body"]  # type: ignore[no-any-return]
+
+
+# -- fixtures: real Codex traffic -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["text-turn", "shell-tool-replay", "namespaced-tool-replay"])
+def test_real_codex_requests_sanitize_and_validate(name: str) -> None:
+    """Each capture sanitizes and validates; client_metadata gone; instructions hoisted; tools flat."""
+    body = _fixture(name)
+    before = copy.deepcopy(body)
+    cleaned, ns_map = sanitize_streaming_responses_body(body)
+    params = validate_streaming_responses_params(cleaned)
+    assert body == before
+    assert "client_metadata" not in cleaned
+    assert "stream" not in cleaned
+    assert cleaned["instructions"].startswith("You are a coding agent")
+    assert all(item.get("role") != "developer" for item in cleaned["input"])
+    names = [t.get("name") for t in cleaned["tools"]]
+    assert "multi_agent_v1__close_agent" in names
+    assert ns_map["multi_agent_v1__close_agent"] == ("multi_agent_v1", "close_agent")
+    assert {"type": "web_search", "external_web_access": True} in cleaned["tools"]
+    dumped = params.model_dump(exclude_unset=True)
+    assert dumped["prompt_cache_key"] == body["prompt_cache_key"]
+    assert [i.get("type") for i in dumped["input"]] == [i.get("type") for i in cleaned["input"]]
+
+
+def test_replayed_namespaced_call_is_flattened_and_restored() -> None:
+    """The replayed call reaches the backend flat; a backend call with the flat name goes back namespaced."""
+    cleaned, ns_map = sanitize_streaming_responses_body(_fixture("namespaced-tool-replay"))
+    (call,) = [i for i in cleaned["input"] if i.get("type") == "function_call"]
+    assert call["name"] == "multi_agent_v1__close_agent"
+    assert "namespace" not in call
+    answer = [{"type": "function_call", "name": "multi_agent_v1__close_agent", "call_id": "c", "arguments": "{}"}]
+    (restored,) = restore_namespace_tool_calls(answer, ns_map)
+    assert (restored["namespace"], restored["name"]) == ("multi_agent_v1", "close_agent")
+
+
+def test_user_messages_keep_their_text_when_ids_are_pruned(caplog: pytest.LogCaptureFixture) -> None:
+    """Codex messages carry an id the SDK's input-message types lack: it is pruned, the message kept."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    cleaned = _sanitize(_fixture("text-turn"))
+    users = [i for i in cleaned["input"] if i.get("role") == "user"]
+    assert len(users) == 2
+    assert all("id" not in u for u in users)
+    assert "Do it SCENARIO:ns_tool" in json.dumps(users)
+    assert any("input.2.id" in r.getMessage() for r in caplog.records)
+
+
+# -- sanitize ---------------------------------------------------------------------------------------
+
+
+def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFixture) -> None:
+    """stream/stream_options always go; unknown top-level keys too, in one DEBUG record (B-R19, B-R26)."""
+    caplog.set_level(logging.DEBUG, "aiostream_synth")
+    cleaned = _sanitize({"input": "hi", "stream": True, "stream_options": {}, "client_metadata": {}, "store": False, "prompt_cache_key": "k"})
+    assert cleaned == {"input": "hi", "store": False, "prompt_cache_key": "k"}
+    assert any("['client_metadata']" in r.getMessage() for r in caplog.records)
+
+
+def test_tools_none_becomes_empty_and_absent_stays_absent() -> None:
+    """tools: None → []; no tools key → none created (B-R20)."""
+    assert _sanitize({"input": "x", "tools": None})["tools"] == []
+    assert "tools" not in _sanitize({"input": "x"})
+
+
+@pytest.mark.parametrize(
+    ("tool", "valid"),
+    [
+        ({"type": "definitely_not_a_tool"}, False),
+        ({"type": "function", "name": "f", "parameters": {}}, False),
+        ({"type": "function", "name": "f", "strict": True}, False),
+        ({"type": "custom", "name": "c", "format": {}}, False),
+        ({"type": "custom", "name": "c"}, True),
+        ({"type": "web_search"}, True),
+        (FN, True),
+        ("a string", False),
+    ],
+)
+def test_invalid_tools_are_dropped_with_one_warning(
+    tool: Any, valid: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tool specs are validated one by one; an invalid one is dropped with a WARNING naming it (B-R12, D20)."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    tools = _sanitize({"input": "x", "tools": [tool]})["tools"]
+    assert (tools == [tool]) is valid
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == (0 if valid else 1)
+    if not valid:
+        described = tool.get("type") if isinstance(tool, dict) else "str"
+        assert str(described) in warnings[0].getMessage()
+
+
+def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
+    """drop_custom_tools drops custom; drop_hosted_tools drops all but function/custom, each logged (B-R13, B-R14)."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    tools = [FN, {"type": "custom", "name": "c"}, {"type": "web_search"}]
+    assert _sanitize({"input": "x", "tools": tools}) ["tools"] == tools
+    assert _sanitize({"input": "x", "tools": tools}, drop_custom_tools=True)["tools"] == [FN, {"type": "web_search"}]
+    assert any("custom tools are dropped" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    assert _sanitize({"input": "x", "tools": tools}, drop_hosted_tools=True)["tools"] == tools[:2]
+    assert len(caplog.records) == 1
+    assert "hosted tool" in caplog.records[0].getMessage()
+
+
+def test_unknown_keys_in_a_tool_are_pruned_not_the_tool(caplog: pytest.LogCaptureFixture) -> None:
+    """A tool flag newer than the SDK is pruned (one WARNING with its path) and the tool kept."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    tools = _sanitize({"input": "x", "tools": [FN, {"type": "web_search", "future_flag": True}]})["tools"]
+    assert tools == [FN, {"type": "web_search"}]
+    assert [r.getMessage() for r in caplog.records] == ["pruned field tools.1.future_flag: not in the params model"]
+
+
+def test_input_items_are_rewritten_validated_and_carriers_lifted(caplog: pytest.LogCaptureFixture) -> None:
+    """Namespaced calls flattened; unknown item types dropped; carrier tools hoisted (B-R21, B-R22)."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    body = {
+        "input": [
+            {"type": "additional_tools", "role": "developer", "tools": [
+                {"type": "namespace", "name": "ns", "description": "", "tools": [{"name": "g", "parameters": {}, "strict": False}]},
+                {"type": "custom", "name": "exec"},
+                {"type": "web_search"},
+            ]},
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "function_call", "namespace": "ns", "name": "g", "call_id": "c", "arguments": "{}"},
+            {"type": "custom_tool_call", "namespace": "ns", "name": "h", "call_id": "d", "input": "x"},
+            {"type": "definitely_not_a_responses_item_type"},
+        ],
+        "tools": [FN],
+    }
+    before = copy.deepcopy(body)
+    cleaned, ns_map = sanitize_streaming_responses_body(body)
+    assert body == before
+    assert [i["type"] for i in cleaned["input"]] == ["message", "function_call", "custom_tool_call"]
+    assert cleaned["input"][1]["name"] == "ns__g"
+    assert "namespace" not in cleaned["input"][1]
+    assert cleaned["input"][2]["name"] == "ns__h"
+    assert [t["name"] for t in cleaned["tools"]] == ["f", "ns__g"]
+    assert ns_map == {"ns__g": ("ns", "g")}
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("definitely_not_a_responses_item_type" in m for m in messages)
+    assert any("['exec', 'web_search']" in m and "function calls" in m for m in messages)
+
+
+def test_carrier_custom_tools_hoisted_on_request_unless_dropped() -> None:
+    """hoist_carrier_custom_tools keeps carrier custom tools; drop_custom_tools wins (B-R22, D19)."""
+    body = {"input": [{"type": "additional_tools", "role": "developer", "tools": [{"type": "custom", "name": "exec"}]}]}
+    assert _sanitize(body, hoist_carrier_custom_tools=True)["tools"] == [{"type": "custom", "name": "exec"}]
+    assert "tools" not in _sanitize(body, hoist_carrier_custom_tools=True, drop_custom_tools=True)
+    assert "tools" not in _sanitize(body)
+
+
+def test_top_level_custom_tools_stay_without_hoisting() -> None:
+    """custom entries already in tools are independent of the carrier option (B-R23)."""
+    assert _sanitize({"input": "x", "tools": [{"type": "custom", "name": "c"}]})["tools"] == [{"type": "custom", "name": "c"}]
+
+
+def _dev(text: Any) -> dict[str, Any]:
+    return {"type": "message", "role": "developer", "content": text}
+
+
+def test_leading_system_messages_become_instructions() -> None:
+    """Leading system/developer texts join existing instructions with blank lines (B-R24, B-R17)."""
+    cleaned = _sanitize({"input": [_dev("You are Codex."), {"role": "system", "content": [{"type": "input_text", "text": "<permissions>"}, {"type": "input_image", "image_url": "x", "detail": "auto"}]}, {"role": "user", "content": "go"}]})
+    assert cleaned["instructions"] == "You are Codex.\n\n<permissions>"
+    assert cleaned["input"] == [{"role": "user", "content": "go"}]
+    cleaned = _sanitize({"instructions": "base instructions", "input": [_dev("perms"), {"role": "user", "content": "go"}]})
+    assert cleaned["instructions"] == "base instructions\n\nperms"
+
+
+def test_system_messages_after_user_are_not_hoisted() -> None:
+    """Only a leading run is hoisted; empty texts still removed; a string input untouched (B-R24, B-R25)."""
+    cleaned = _sanitize({"input": [{"role": "user", "content": "go"}, _dev("late")]})
+    assert "instructions" not in cleaned
+    assert len(cleaned["input"]) == 2
+    cleaned = _sanitize({"input": [_dev(""), {"role": "user", "content": "go"}]})
+    assert "instructions" not in cleaned
+    assert cleaned["input"] == [{"role": "user", "content": "go"}]
+    assert _sanitize({"input": "just text"})["input"] == "just text"
+    assert "input" not in _sanitize({"model": "m"})
+
+
+def test_developer_after_a_leading_carrier_counts_as_leading() -> None:
+    """Carriers are removed before hoisting (B-R24)."""
+    cleaned = _sanitize({"input": [{"type": "additional_tools", "role": "developer", "tools": []}, _dev("d"), {"role": "user", "content": "u"}]})
+    assert cleaned["instructions"] == "d"
+
+
+def test_non_string_instructions_disable_hoisting() -> None:
+    """D22: instructions that are not a string leave the input untouched."""
+    cleaned = _sanitize({"instructions": [{"role": "system", "content": "x"}], "input": [_dev("d")]})
+    assert cleaned["input"] == [_dev("d")]
+
+
+def test_non_dict_body_is_a_clear_error() -> None:
+    """A body that is not an object: InvalidRequestError."""
+    with pytest.raises(InvalidRequestError):
+        sanitize_streaming_responses_body("x")  # type: ignore[arg-type]
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from(["type", "name", "tools", "role", "content", "namespace", "x"]), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.dictionaries(st.sampled_from(["input", "tools", "instructions", "stream", "model", "junk"]), _json, max_size=5),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+)
+def test_sanitize_never_raises_on_json_inside_a_dict(body: dict[str, Any], flags: tuple[bool, bool, bool]) -> None:
+    """Any JSON shape inside a dict body sanitizes without raising and without mutation."""
+    logging.disable(logging.WARNING)
+    try:
+        before = copy.deepcopy(body)
+        sanitize_streaming_responses_body(body, *flags)
+        assert body == before
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+# -- validate with pruning -----------------------------------------------------------------------------
+
+
+def test_nested_unknown_keys_are_pruned_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """The B-R32 example: reasoning.not_a_real_field pruned, effort kept; input untouched (B-R30)."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    body = {"input": [], "reasoning": {"effort": "medium", "not_a_real_field": "x"}, "unknown_top": 1}
+    before = copy.deepcopy(body)
+    params = validate_streaming_responses_params(body)
+    assert params.model_dump(exclude_unset=True) == {"input": [], "reasoning": {"effort": "medium"}}
+    assert body == before
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        "pruned field reasoning.not_a_real_field: not in the params model",
+        "pruned field unknown_top: not in the params model",
+    ]
+
+
+def test_unknown_keys_inside_union_members_are_pruned(caplog: pytest.LogCaptureFixture) -> None:
+    """Keys the SDK does not know inside a tool spec and an input item (union arms) are pruned."""
+    caplog.set_level(logging.WARNING, "aiostream_synth")
+    body = {
+        "input": [{"type": "message", "role": "user", "content": "hi", "id": "msg_1", "client_flag": 1},
+                  {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "future": 2}],
+        "tools": [FN, {"type": "web_search", "future_web_option": True}],
+    }
+    dumped = validate_streaming_responses_params(body).model_dump(exclude_unset=True)
+    assert dumped["tools"] == [FN, {"type": "web_search"}]
+    assert dumped["input"][0] == {"type": "message", "role": "user", "content": "hi"}
+    assert dumped["input"][1] == {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    for path in ("tools.1.future_web_option", "input.0.client_flag", "input.0.id", "input.1.future"):
+        assert path in messages
+
+
+def test_a_function_tools_own_fields_are_never_pruned_by_other_arms() -> None:
+    """Pruning picks the arm the spec belongs to: a bad function tool keeps its name and fails."""
+    with pytest.raises(ValidationError) as info:
+        validate_streaming_responses_params({"input": "x", "tools": [{"type": "function", "name": "f", "strict": True}]})
+    assert any(e["loc"][-1] == "parameters" for e in info.value.errors())
+
+
+def test_real_errors_are_raised_unchanged() -> None:
+    """Type errors and missing required fields raise pydantic's ValidationError with the parameter path."""
+    with pytest.raises(ValidationError) as info:
+        validate_streaming_responses_params({"input": "x", "temperature": "not-a-number"})
+    assert info.value.errors()[0]["loc"] == ("temperature",)
+    with pytest.raises(ValidationError):
+        validate_streaming_responses_params({"input": "x", "tools": "no"})
+
+
+def test_validation_succeeds_on_every_sanitized_example() -> None:
+    """B-R28: cleaned bodies validate."""
+    for body in (
+        {"input": [_dev("a"), {"role": "user", "content": "b"}], "tools": [FN, {"type": "namespace", "name": "n", "description": "", "tools": [{"name": "x", "parameters": {}, "strict": False}]}]},
+        {"input": "plain", "stream": True, "client_metadata": {"a": 1}},
+    ):
+        validate_streaming_responses_params(_sanitize(body))
+
+
+@pytest.mark.parametrize(
+    ("loc", "deleted"),
+    [((), False), (("a",), True), (("missing",), False), (("l", 0, "k"), True), (("l", -1, "k"), False),
+     (("l", True, "k"), False), (("l", 5, "k"), False), (("l", 0, "function_call", "k"), False)],
+)
+def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted: bool) -> None:
+    """B-R29 and D10: labels, empty, negative, bool and out-of-range parts delete nothing."""
+    body = {"a": 1, "l": [{"k": 1}]}
+    assert delete_path(body, loc) is deleted
+
+
+@pytest.mark.parametrize(
+    ("body", "dialect", "expected"),
+    [({"stream": True}, "chat", True), ({"stream": "true"}, "chat", False), ({"stream": 1}, "chat", False),
+     ({}, "chat", False), ({"stream": 1}, "responses", True), ({"stream": "true"}, "responses", True),
+     ({"stream": False}, "responses", False), ("x", "responses", False)],
+)
+def test_wants_stream_per_dialect(body: Any, dialect: Any, expected: bool) -> None:
+    """Chat needs stream is True; Responses takes any truthy stream (B-D1, D5)."""
+    assert wants_stream(body, dialect) is expected
