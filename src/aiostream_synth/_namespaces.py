@@ -65,7 +65,8 @@ def restore_namespace_tool_calls(items: list[Any], ns_map: NamespaceMap) -> list
     for item in items:
         if (
             isinstance(item, dict)
-            and item.get("type") in NAMESPACED_CALL_TYPES
+            and isinstance(item.get("type"), str)
+            and item["type"] in NAMESPACED_CALL_TYPES
             and isinstance(item.get("name"), str)
             and item["name"] in ns_map
         ):

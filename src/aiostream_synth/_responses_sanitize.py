@@ -50,6 +50,18 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
 
 
+def _str_field(value: Any, key: str) -> str | None:
+    """``value[key]`` when ``value`` is a dict and the field is a string, else None.
+
+    Bodies are arbitrary JSON: a ``type`` may be a list, which cannot even be hashed.
+    """
+    if isinstance(value, dict):
+        field = value.get(key)
+        if isinstance(field, str):
+            return field
+    return None
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, dict):
         kind = value.get("type")
@@ -97,7 +109,7 @@ def _validate_each(
 
 
 def _tool_kept(tool: Any, drop_custom_tools: bool, drop_hosted_tools: bool) -> bool:
-    kind = tool.get("type") if isinstance(tool, dict) else None
+    kind = _str_field(tool, "type")
     if drop_custom_tools and kind == "custom":
         LOG.warning("dropped tool %s: custom tools are dropped by configuration", _describe(tool))
         return False
@@ -130,7 +142,7 @@ def _message_text(item: dict[str, Any]) -> str:
             part.get("text") or ""
             for part in content
             if isinstance(part, dict)
-            and part.get("type") in _TEXT_PART_TYPES
+            and _str_field(part, "type") in _TEXT_PART_TYPES
             and isinstance(part.get("text") or "", str)
         )
     return ""
@@ -139,8 +151,8 @@ def _message_text(item: dict[str, Any]) -> str:
 def _is_system_like(item: Any) -> bool:
     return (
         isinstance(item, dict)
-        and item.get("type") in (None, "message")
-        and item.get("role") in _SYSTEM_ROLES
+        and (item.get("type") is None or _str_field(item, "type") == "message")
+        and _str_field(item, "role") in _SYSTEM_ROLES
     )
 
 
@@ -197,18 +209,14 @@ def sanitize_streaming_responses_body(
         carried: list[Any] = []
         candidates: list[Any] = []
         for item in items:
-            if isinstance(item, dict) and item.get("type") == "additional_tools":
+            if _str_field(item, "type") == "additional_tools":
                 extra = item.get("tools")
                 if isinstance(extra, list):
                     carried.extend(extra)
                 elif extra is not None:
                     LOG.warning("dropped additional_tools carrier: its tools are not a list")
                 continue
-            if (
-                isinstance(item, dict)
-                and item.get("type") in NAMESPACED_CALL_TYPES
-                and item.get("namespace")
-            ):
+            if _str_field(item, "type") in NAMESPACED_CALL_TYPES and item.get("namespace"):
                 item = _flat_call(item)
             candidates.append(item)
         kept = [item for item in _validate_each(params_model, "input", candidates) if item is not None]
@@ -240,8 +248,8 @@ def _hoist_carrier_tools(
     flat, carrier_map = flatten_namespace_tools(carried)
     ns_map.update(carrier_map)
     wanted = {"function", "custom"} if hoist_custom else {"function"}
-    by_type = [tool for tool in flat if isinstance(tool, dict) and tool.get("type") in wanted]
-    rejected = [tool for tool in flat if not (isinstance(tool, dict) and tool.get("type") in wanted)]
+    by_type = [tool for tool in flat if _str_field(tool, "type") in wanted]
+    rejected = [tool for tool in flat if _str_field(tool, "type") not in wanted]
     if rejected:
         names = [
             str(t.get("name") or t.get("type")) if isinstance(t, dict) else type(t).__name__

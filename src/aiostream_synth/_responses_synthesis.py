@@ -224,7 +224,8 @@ def _full_item(events: _Events, k: int, item: dict[str, Any], size: int | None) 
 def _with_ids(items: list[dict[str, Any]], response_id: Any) -> list[dict[str, Any]]:
     out = []
     for k, item in enumerate(items):
-        prefix = _ID_PREFIX.get(item.get("type"))  # type: ignore[arg-type]
+        kind = item.get("type")
+        prefix = _ID_PREFIX.get(kind) if isinstance(kind, str) else None
         if prefix is not None and not item.get("id"):
             item = {**item, "id": f"{prefix}_{str(response_id or '').removeprefix('resp_')}_{k}"}
         out.append(item)
