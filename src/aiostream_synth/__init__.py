@@ -56,13 +56,13 @@ from ._sse import event_frame as event_frame
 __version__ = _version("aiostream-synth")
 
 __all__ = [
-    "CHAT_KEEPALIVE_FRAME",
-    "DONE_FRAME",
     "AiostreamSynthError",
     "Backend",
     "BackendError",
+    "CHAT_KEEPALIVE_FRAME",
     "ChatCompletionParams",
     "ChatDialect",
+    "DONE_FRAME",
     "Dialect",
     "Failure",
     "Fidelity",

@@ -193,7 +193,10 @@ class SynthesizedStream:
             return await task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
             if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
+                # Collapse at the public boundary (starlette's habit): callers see the
+                # exception itself, its own cause intact, on asyncio and trio alike.
+                inner = group.exceptions[0]
+                raise inner from inner.__cause__
             raise
 
     def _report_abandoned(self) -> None:

@@ -1,0 +1,281 @@
+"""The engine: keepalive ⟂ backend on anyio, on asyncio and trio."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from aiostream_synth import (
+    BackendError,
+    ChatDialect,
+    ResponsesDialect,
+    StreamOutcome,
+    SynthesizedStream,
+)
+
+from .sse_parser import comments, parse
+
+pytestmark = pytest.mark.anyio
+
+COMPLETION = {"id": "c1", "created": 1, "model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+RESULT = {"id": "resp_backend", "object": "response", "created_at": 1, "model": "m", "status": "completed",
+          "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                      "content": [{"type": "output_text", "text": "hi", "annotations": []}]}],
+          "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+INTERVAL = 0.05
+
+
+class Gate:
+    """A backend that answers only when the test opens the gate; records cancellation."""
+
+    def __init__(self, result: Any = None, error: Exception | None = None) -> None:
+        self.open = anyio.Event()
+        self.started = anyio.Event()
+        self.cancelled = False
+        self.result = result
+        self.error = error
+
+    async def __call__(self) -> Any:
+        self.started.set()
+        try:
+            await self.open.wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+async def _collect(stream: SynthesizedStream, gate: Gate | None = None, after: int = 0) -> list[bytes]:
+    frames = []
+    async for frame in stream:
+        frames.append(frame)
+        if gate is not None and len(frames) == after:
+            gate.open.set()
+    return frames
+
+
+async def test_result_before_first_tick_is_just_the_stream() -> None:
+    """Lazy commit: a fast backend gives the plain synthesized stream, no keepalive."""
+
+    async def backend() -> Any:
+        return COMPLETION
+
+    async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
+        frames = await _collect(stream)
+    assert frames[-1] == b"data: [DONE]\n\n"
+    assert not comments(b"".join(frames))
+    assert stream.keepalives_sent == 0
+
+
+async def test_failure_before_commit_raises_typed_error() -> None:
+    """A fast failure raises BackendError with the status and an OpenAI-shaped body, unwrapped."""
+
+    class RateLimited(Exception):
+        status_code = 429
+
+    async def backend() -> Any:
+        raise RateLimited("slow down, try again in 20s")
+
+    with pytest.raises(BackendError) as info:
+        async with SynthesizedStream(backend, ResponsesDialect(), keepalive_interval=3600) as stream:
+            await _collect(stream)
+    assert info.value.status_code == 429
+    assert info.value.body["error"]["code"] == "rate_limit_exceeded"
+    assert "try again in 20s" in info.value.body["error"]["message"]
+    assert isinstance(info.value.__cause__, RateLimited)
+
+
+async def test_chat_keepalive_comments_then_chunks() -> None:
+    """Each tick a ': keep-alive' comment while waiting, then the chunks and [DONE]."""
+    gate = Gate(COMPLETION)
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL) as stream:
+        frames = await _collect(stream, gate, after=3)
+    assert frames[:3] == [b": keep-alive\n\n"] * 3
+    assert stream.keepalives_sent == 3
+    assert [e.json()["choices"][0]["delta"] for e in parse(b"".join(frames))[:-1]][1] == {"content": "hi"}
+
+
+async def test_chat_keepalive_none_never_commits_early() -> None:
+    """keepalive='none' sends nothing while waiting, so a late failure is still an HTTP error."""
+    gate = Gate(error=RuntimeError("late"))
+
+    async def opener() -> None:
+        await gate.started.wait()
+        await anyio.sleep(INTERVAL * 3)
+        gate.open.set()
+
+    errors: list[BackendError] = []
+
+    async def consume() -> None:
+        with pytest.raises(BackendError) as info:
+            async with SynthesizedStream(gate, ChatDialect(keepalive="none"), keepalive_interval=INTERVAL) as stream:
+                await _collect(stream)
+        errors.append(info.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(opener)
+        tg.start_soon(consume)
+    (error,) = errors
+    assert error.status_code == 500
+
+
+async def test_responses_keepalive_events_then_continuation() -> None:
+    """created at the first tick, in_progress each tick, then the remainder: one id, numbered from 0."""
+    gate = Gate(RESULT)
+    async with SynthesizedStream(gate, ResponsesDialect(base={"model": "m"}), keepalive_interval=INTERVAL) as stream:
+        frames = await _collect(stream, gate, after=3)
+    events = [e.json() for e in parse(b"".join(frames))]
+    assert [e["type"] for e in events[:3]] == ["response.created", "response.in_progress", "response.in_progress"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    ids = {e["response"]["id"] for e in events if "response" in e}
+    assert ids == {stream.response_id}
+    assert events[-1]["type"] == "response.completed"
+    assert events[0]["response"]["model"] == "m"
+
+
+async def test_failure_after_commit_is_a_terminal_event() -> None:
+    """After commit: Responses error + response.failed; chat one error frame, no [DONE]."""
+    gate = Gate(error=TimeoutError("upstream read timeout"))
+    async with SynthesizedStream(gate, ResponsesDialect(), keepalive_interval=INTERVAL) as stream:
+        frames = await _collect(stream, gate, after=2)
+    events = [e.json() for e in parse(b"".join(frames))]
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-1]["response"]["error"]["code"] == "server_error"
+    assert "timed out" in events[-1]["response"]["error"]["message"]
+
+    gate = Gate(error=ValueError("maximum context length is 8192 tokens"))
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL) as stream:
+        frames = await _collect(stream, gate, after=1)
+    last = parse(frames[-1])[0].json()
+    assert last["error"]["code"] == "context_length_exceeded"
+    assert b"[DONE]" not in b"".join(frames)
+
+
+async def test_deadline_cancels_the_backend_and_fails_the_stream() -> None:
+    """The total timeout cancels the backend; after commit it ends with a terminal failure."""
+    gate = Gate(RESULT)
+    async with SynthesizedStream(gate, ResponsesDialect(fidelity="minimal"), keepalive_interval=INTERVAL, timeout=INTERVAL * 2.5) as stream:
+        frames = await _collect(stream)
+    assert gate.cancelled
+    events = [e.json() for e in parse(b"".join(frames))]
+    assert events[-1]["type"] == "response.failed"
+    assert "timed out" in events[-1]["response"]["error"]["message"]
+
+
+async def test_consumer_that_stops_cancels_the_backend() -> None:
+    """Leaving the context after N frames cancels the backend (it observes it); no task is left."""
+    gate = Gate(RESULT)
+    async with SynthesizedStream(gate, ResponsesDialect(), keepalive_interval=INTERVAL) as stream:
+        async for _ in stream:
+            if stream.keepalives_sent == 2:
+                break
+    assert gate.cancelled
+
+
+async def test_finish_policy_hands_the_result_to_the_callback() -> None:
+    """on_disconnect='finish' lets the backend complete and reports its outcome."""
+    gate = Gate(RESULT)
+    outcomes: list[StreamOutcome] = []
+
+    async with anyio.create_task_group() as tg:
+        async def consume() -> None:
+            async with SynthesizedStream(gate, ResponsesDialect(), keepalive_interval=INTERVAL,
+                                         on_disconnect="finish", on_abandoned=outcomes.append) as stream:
+                async for _ in stream:
+                    break
+        tg.start_soon(consume)
+        await gate.started.wait()
+        await anyio.sleep(INTERVAL * 2)
+        gate.open.set()
+    assert not gate.cancelled
+    assert outcomes == [StreamOutcome(RESULT, None)]
+
+
+async def test_finish_policy_is_bounded_by_its_deadline() -> None:
+    """A backend that never finishes is cancelled when finish_timeout runs out."""
+    gate = Gate(RESULT)
+    outcomes: list[StreamOutcome] = []
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL, on_disconnect="finish",
+                                 finish_timeout=INTERVAL, on_abandoned=outcomes.append) as stream:
+        async for _ in stream:
+            break
+    assert gate.cancelled
+    assert outcomes == []
+
+
+async def test_consumer_that_never_reads_gets_nothing_produced() -> None:
+    """Backpressure: no frame is produced unless asked for, however long the wait."""
+    gate = Gate(COMPLETION)
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL) as stream:
+        await gate.started.wait()
+        await anyio.sleep(INTERVAL * 5)
+        assert not stream.committed
+        assert stream.keepalives_sent == 0
+        assert not stream._pending
+        frame = await stream.__anext__()
+    assert frame == b": keep-alive\n\n"
+
+
+async def test_keepalive_spacing_on_the_mock_clock(anyio_backend: Any) -> None:
+    """On trio's MockClock, ticks land exactly on the interval grid (no real time spent)."""
+    if anyio_backend == "asyncio":
+        pytest.skip("exact spacing is checked on trio's MockClock; asyncio checks counts above")
+    gate = Gate(COMPLETION)
+    times = []
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=10.0) as stream:
+        start = anyio.current_time()
+        async for frame in stream:
+            if frame.startswith(b":"):
+                times.append(anyio.current_time() - start)
+                if len(times) == 5:
+                    gate.open.set()
+    assert times == pytest.approx([10.0, 20.0, 30.0, 40.0, 50.0])
+
+
+async def test_caller_contextvars_reach_the_backend() -> None:
+    """The backend runs with a copy of the caller's context."""
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
+    var.set("from caller")
+
+    async def backend() -> Any:
+        return {**COMPLETION, "model": var.get()}
+
+    async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
+        frames = await _collect(stream)
+    assert json.loads(frames[0][len(b"data: "):])["model"] == "from caller"
+
+
+async def test_invalid_result_after_commit_is_a_terminal_failure() -> None:
+    """A backend result of the wrong shape fails the stream cleanly, never truncates it."""
+    gate = Gate({"output": "not a list"})
+    async with SynthesizedStream(gate, ResponsesDialect(), keepalive_interval=INTERVAL) as stream:
+        frames = await _collect(stream, gate, after=1)
+    assert parse(frames[-1])[0].json()["type"] == "response.failed"
+
+
+async def test_consumer_exception_propagates_unwrapped() -> None:
+    """An error in the caller's body is not wrapped in an exception group."""
+    gate = Gate(RESULT)
+    with pytest.raises(KeyError):
+        async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL):
+            await gate.started.wait()
+            raise KeyError("consumer bug")
+    assert gate.cancelled
+
+
+def test_bad_options_are_rejected() -> None:
+    """Non-positive interval or unknown policy: ValueError at construction."""
+
+    async def backend() -> Any:
+        return {}
+
+    with pytest.raises(ValueError, match="keepalive_interval"):
+        SynthesizedStream(backend, ChatDialect(), keepalive_interval=0)
+    with pytest.raises(ValueError, match="on_disconnect"):
+        SynthesizedStream(backend, ChatDialect(), on_disconnect="ignore")  # type: ignore[arg-type]
