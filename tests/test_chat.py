@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
@@ -44,7 +44,9 @@ from .sse_parser import parse
         ({"include_usage": "yes"}, True),
     ],
 )
-def test_usage_is_wanted_only_for_a_dict_with_truthy_include_usage(options: Any, expected: bool) -> None:
+def test_usage_is_wanted_only_for_a_dict_with_truthy_include_usage(
+    options: Any, expected: bool
+) -> None:
     """include_usage is read with truthiness, only from a dict, and always as a real bool."""
     assert wants_usage(options) is expected
 
@@ -69,7 +71,13 @@ def test_sanitize_drops_unknown_keys_and_keeps_known_ones(caplog: pytest.LogCapt
     """Harness bookkeeping is removed with one DEBUG record; known values are not inspected."""
     caplog.set_level(logging.DEBUG, "aiostream_synth")
     cleaned, usage = sanitize_streaming_chat_body(
-        {"messages": [], "stream": True, "client_bookkeeping": {"a": 1}, "temperature": "hot", "zz": 1}
+        {
+            "messages": [],
+            "stream": True,
+            "client_bookkeeping": {"a": 1},
+            "temperature": "hot",
+            "zz": 1,
+        }
     )
     assert cleaned == {"messages": [], "temperature": "hot"}
     assert usage is False
@@ -87,7 +95,11 @@ def test_sanitize_logs_nothing_when_nothing_is_dropped(caplog: pytest.LogCapture
 
 def test_sanitize_never_mutates_the_body() -> None:
     """stream and stream_options stay in the caller's dict."""
-    body = {"messages": [{"role": "user", "content": "x"}], "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     before = copy.deepcopy(body)
     sanitize_streaming_chat_body(body)
     assert body == before
@@ -121,7 +133,9 @@ def _completion(**message: Any) -> dict[str, Any]:
         "object": "chat.completion",
         "created": 1700000000,
         "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+        ],
     }
 
 
@@ -136,14 +150,30 @@ def test_reference_vector_chunks() -> None:
     completion = _completion(
         content="hi",
         reasoning_content="think",
-        tool_calls=[{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"SF"}'}}],
+        tool_calls=[
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"SF"}'},
+            }
+        ],
     )
     completion["choices"][0]["finish_reason"] = "tool_calls"
     completion["usage"] = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
-    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "m"}
+    head = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "m",
+    }
     assert _chunks(completion, include_usage=True) == [
         {**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
-        {**head, "choices": [{"index": 0, "delta": {"reasoning_content": "think"}, "finish_reason": None}]},
+        {
+            **head,
+            "choices": [
+                {"index": 0, "delta": {"reasoning_content": "think"}, "finish_reason": None}
+            ],
+        },
         {**head, "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]},
         {
             **head,
@@ -152,8 +182,12 @@ def test_reference_vector_chunks() -> None:
                     "index": 0,
                     "delta": {
                         "tool_calls": [
-                            {"index": 0, "id": "call_1", "type": "function",
-                             "function": {"name": "get_weather", "arguments": '{"city":"SF"}'}}
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"city":"SF"}'},
+                            }
                         ]
                     },
                     "finish_reason": None,
@@ -161,7 +195,11 @@ def test_reference_vector_chunks() -> None:
             ],
         },
         {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        {**head, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}},
+        {
+            **head,
+            "choices": [],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        },
     ]
 
 
@@ -178,10 +216,24 @@ def test_frames_are_data_only_compact_utf8_blocks() -> None:
 
 def test_chunk_keys_are_in_reference_order_with_fingerprint_and_usage_last() -> None:
     """id, object, created, model, choices, then system_fingerprint, then usage (B-C14, B-C31)."""
-    completion = {**_completion(content="x"), "system_fingerprint": "fp", "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    completion = {
+        **_completion(content="x"),
+        "system_fingerprint": "fp",
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
     chunks = _chunks(completion, include_usage=True)
-    assert [list(c) for c in chunks[:-1]] == [["id", "object", "created", "model", "choices", "system_fingerprint"]] * 3
-    assert list(chunks[-1]) == ["id", "object", "created", "model", "choices", "system_fingerprint", "usage"]
+    assert [list(c) for c in chunks[:-1]] == [
+        ["id", "object", "created", "model", "choices", "system_fingerprint"]
+    ] * 3
+    assert list(chunks[-1]) == [
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "system_fingerprint",
+        "usage",
+    ]
 
 
 def test_missing_id_created_model_become_null() -> None:
@@ -194,7 +246,11 @@ def test_missing_id_created_model_become_null() -> None:
 
 def test_completion_keys_are_not_copied_implicitly() -> None:
     """service_tier and usage of the completion stay out of chunks without include_usage (B-C16, B-C28)."""
-    completion = {**_completion(content="x"), "service_tier": "default", "usage": {"prompt_tokens": 1}}
+    completion = {
+        **_completion(content="x"),
+        "service_tier": "default",
+        "usage": {"prompt_tokens": 1},
+    }
     for chunk in _chunks(completion):
         assert "service_tier" not in chunk
         assert "usage" not in chunk
@@ -213,19 +269,28 @@ def test_reasoning_falls_back_to_the_reasoning_key() -> None:
     """Output key is reasoning_content even when the source key was reasoning (B-C19)."""
     deltas = [c["choices"][0]["delta"] for c in _chunks(_completion(reasoning="r"))]
     assert {"reasoning_content": "r"} in deltas
-    deltas = [c["choices"][0]["delta"] for c in _chunks(_completion(reasoning="r"), emit_reasoning_alias=True)]
+    deltas = [
+        c["choices"][0]["delta"]
+        for c in _chunks(_completion(reasoning="r"), emit_reasoning_alias=True)
+    ]
     assert {"reasoning_content": "r", "reasoning": "r"} in deltas
 
 
 def test_empty_content_gives_no_content_chunk() -> None:
     """Empty string or null content: no chunk carries content (B-C20)."""
     for content in ("", None):
-        assert all("content" not in c["choices"][0]["delta"] for c in _chunks(_completion(content=content)))
+        assert all(
+            "content" not in c["choices"][0]["delta"] for c in _chunks(_completion(content=content))
+        )
 
 
 def test_list_content_is_joined_from_text_parts() -> None:
     """D15: text parts joined, other parts ignored."""
-    parts = [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "b"}]
+    parts = [
+        {"type": "text", "text": "a"},
+        {"type": "image_url", "image_url": {}},
+        {"type": "text", "text": "b"},
+    ]
     deltas = [c["choices"][0]["delta"] for c in _chunks(_completion(content=parts))]
     assert {"content": "ab"} in deltas
 
@@ -233,7 +298,9 @@ def test_list_content_is_joined_from_text_parts() -> None:
 def test_order_is_role_reasoning_content_refusal_tools_finish() -> None:
     """Fixed order, every non-final chunk has finish_reason null (B-C21, B-C24)."""
     completion = _completion(
-        content="c", reasoning_content="r", refusal="no",
+        content="c",
+        reasoning_content="r",
+        refusal="no",
         tool_calls=[{"id": "1", "function": {"name": "f"}}],
     )
     chunks = _chunks(completion)
@@ -244,8 +311,14 @@ def test_order_is_role_reasoning_content_refusal_tools_finish() -> None:
 
 def test_tool_calls_in_one_delta_with_defaults() -> None:
     """All calls in one delta; missing id/name null, arguments '' and type function (B-C22)."""
-    completion = _completion(tool_calls=[{"function": {"name": "a", "arguments": None}}, {"id": "c2", "function": None}])
-    (delta,) = [c["choices"][0]["delta"] for c in _chunks(completion) if "tool_calls" in c["choices"][0]["delta"]]
+    completion = _completion(
+        tool_calls=[{"function": {"name": "a", "arguments": None}}, {"id": "c2", "function": None}]
+    )
+    (delta,) = [
+        c["choices"][0]["delta"]
+        for c in _chunks(completion)
+        if "tool_calls" in c["choices"][0]["delta"]
+    ]
     assert delta["tool_calls"] == [
         {"index": 0, "id": None, "type": "function", "function": {"name": "a", "arguments": ""}},
         {"index": 1, "id": "c2", "type": "function", "function": {"name": None, "arguments": ""}},
@@ -254,9 +327,17 @@ def test_tool_calls_in_one_delta_with_defaults() -> None:
 
 def test_custom_tool_calls_keep_their_input() -> None:
     """D9: a custom call streams as type custom with its name and input."""
-    completion = _completion(tool_calls=[{"id": "c", "type": "custom", "custom": {"name": "exec", "input": "ls -la"}}])
-    (delta,) = [c["choices"][0]["delta"] for c in _chunks(completion) if "tool_calls" in c["choices"][0]["delta"]]
-    assert delta["tool_calls"] == [{"index": 0, "id": "c", "type": "custom", "custom": {"name": "exec", "input": "ls -la"}}]
+    completion = _completion(
+        tool_calls=[{"id": "c", "type": "custom", "custom": {"name": "exec", "input": "ls -la"}}]
+    )
+    (delta,) = [
+        c["choices"][0]["delta"]
+        for c in _chunks(completion)
+        if "tool_calls" in c["choices"][0]["delta"]
+    ]
+    assert delta["tool_calls"] == [
+        {"index": 0, "id": "c", "type": "custom", "custom": {"name": "exec", "input": "ls -la"}}
+    ]
 
 
 def test_choices_use_list_position_and_stay_in_order() -> None:
@@ -264,31 +345,55 @@ def test_choices_use_list_position_and_stay_in_order() -> None:
     completion = {
         "id": "x",
         "choices": [
-            {"index": 7, "message": {"content": "a", "tool_calls": [{"id": "1", "function": {"name": "f"}}]}},
-            {"index": 3, "message": {"content": "b", "tool_calls": [{"id": "2", "function": {"name": "g"}}]}},
+            {
+                "index": 7,
+                "message": {"content": "a", "tool_calls": [{"id": "1", "function": {"name": "f"}}]},
+            },
+            {
+                "index": 3,
+                "message": {"content": "b", "tool_calls": [{"id": "2", "function": {"name": "g"}}]},
+            },
         ],
     }
     chunks = _chunks(completion)
     indexes = [c["choices"][0]["index"] for c in chunks]
     assert indexes == sorted(indexes)
     assert set(indexes) == {0, 1}
-    calls = [c["choices"][0]["delta"]["tool_calls"][0]["index"] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"][0]["index"]
+        for c in chunks
+        if "tool_calls" in c["choices"][0]["delta"]
+    ]
     assert calls == [0, 0]
 
 
 def test_usage_chunk_only_when_asked_and_present() -> None:
     """include_usage without usage gives no usage chunk; usage nulls become 0 (B-C28, P5)."""
     assert all("usage" not in c for c in _chunks(_completion(content="x"), include_usage=True))
-    completion = {**_completion(), "usage": {"prompt_tokens": 1, "completion_tokens": None, "total_tokens": 1,
-                                            "prompt_tokens_details": {"cached_tokens": None}}}
+    completion = {
+        **_completion(),
+        "usage": {
+            "prompt_tokens": 1,
+            "completion_tokens": None,
+            "total_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": None},
+        },
+    }
     usage = _chunks(completion, include_usage=True)[-1]["usage"]
-    assert usage == {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0}}
+    assert usage == {
+        "prompt_tokens": 1,
+        "completion_tokens": 0,
+        "total_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
 
 
 def test_empty_choices_is_just_done() -> None:
     """No choices, no usage: exactly the sentinel (B-C30)."""
     assert "".join(synthesize_chat_completion_sse({"id": "x"})) == "data: [DONE]\n\n"
-    assert "".join(synthesize_chat_completion_sse({"id": "x", "choices": None})) == "data: [DONE]\n\n"
+    assert (
+        "".join(synthesize_chat_completion_sse({"id": "x", "choices": None})) == "data: [DONE]\n\n"
+    )
 
 
 def test_synthesis_is_lazy_and_does_not_mutate() -> None:
@@ -304,9 +409,13 @@ def test_synthesis_is_lazy_and_does_not_mutate() -> None:
 def test_logprobs_only_behind_the_option() -> None:
     """D16: logprobs attach to the content chunk only when asked."""
     completion = _completion(content="x")
-    completion["choices"][0]["logprobs"] = {"content": [{"token": "x", "logprob": -0.1, "bytes": None, "top_logprobs": []}]}
+    completion["choices"][0]["logprobs"] = {
+        "content": [{"token": "x", "logprob": -0.1, "bytes": None, "top_logprobs": []}]
+    }
     assert all("logprobs" not in c["choices"][0] for c in _chunks(completion))
-    with_lp = [c for c in _chunks(completion, include_logprobs=True) if "logprobs" in c["choices"][0]]
+    with_lp = [
+        c for c in _chunks(completion, include_logprobs=True) if "logprobs" in c["choices"][0]
+    ]
     assert with_lp[0]["choices"][0]["logprobs"] == completion["choices"][0]["logprobs"]
 
 
@@ -328,8 +437,10 @@ def test_pydantic_models_are_accepted() -> None:
         ({"choices": [{"message": {"tool_calls": ["x"]}}]}, "choices.0.message.tool_calls.0"),
         ({"choices": [{"message": {"content": 5}}]}, "choices.0.message.content"),
         ({"choices": [{"message": {"content": [1]}}]}, "choices.0.message.content.0"),
-        ({"choices": [{"message": {"tool_calls": [{"function": {"arguments": {"a": 1}}}]}}]},
-         "choices.0.message.tool_calls.0.function.arguments"),
+        (
+            {"choices": [{"message": {"tool_calls": [{"function": {"arguments": {"a": 1}}}]}}]},
+            "choices.0.message.tool_calls.0.function.arguments",
+        ),
     ],
 )
 def test_bad_completions_raise_one_clear_error_naming_the_path(completion: Any, path: str) -> None:
@@ -341,16 +452,24 @@ def test_bad_completions_raise_one_clear_error_naming_the_path(completion: Any, 
 
 # -- through the openai SDK ---------------------------------------------------------------------
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 _maybe_text = st.one_of(st.none(), _text)
 
 
 @st.composite
 def _tool_call(draw: st.DrawFn, k: int) -> dict[str, Any]:
     if draw(st.booleans()):
-        return {"id": f"call_{k}", "type": "custom", "custom": {"name": draw(_text.filter(bool)), "input": draw(_text)}}
+        return {
+            "id": f"call_{k}",
+            "type": "custom",
+            "custom": {"name": draw(_text.filter(bool)), "input": draw(_text)},
+        }
     args = json.dumps(draw(st.dictionaries(_text, st.integers(), max_size=3)))
-    return {"id": f"call_{k}", "type": "function", "function": {"name": draw(_text.filter(bool)), "arguments": args}}
+    return {
+        "id": f"call_{k}",
+        "type": "function",
+        "function": {"name": draw(_text.filter(bool)), "arguments": args},
+    }
 
 
 @st.composite
@@ -364,12 +483,16 @@ def _completions(draw: st.DrawFn) -> dict[str, Any]:
             message["refusal"] = draw(_text)
         if draw(st.booleans()):
             message["tool_calls"] = [draw(_tool_call(k)) for k in range(draw(st.integers(1, 3)))]
-        choices.append({
-            "index": index,
-            "message": message,
-            "finish_reason": draw(st.sampled_from(["stop", "length", "tool_calls", "content_filter"])),
-            "logprobs": None,
-        })
+        choices.append(
+            {
+                "index": index,
+                "message": message,
+                "finish_reason": draw(
+                    st.sampled_from(["stop", "length", "tool_calls", "content_filter"])
+                ),
+                "logprobs": None,
+            }
+        )
     completion: dict[str, Any] = {
         "id": "chatcmpl-" + draw(st.text("abc123", min_size=1, max_size=8)),
         "object": "chat.completion",
@@ -384,7 +507,9 @@ def _completions(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None)
 @given(completion=_completions(), include_usage=st.booleans())
-def test_sdk_accumulator_reassembles_the_completion(completion: dict[str, Any], include_usage: bool) -> None:
+def test_sdk_accumulator_reassembles_the_completion(
+    completion: dict[str, Any], include_usage: bool
+) -> None:
     """Our frames → an independent SSE parser → the SDK's ChatCompletionStreamState → the input."""
     raw = "".join(synthesize_chat_completion_sse(completion, include_usage=include_usage))
     events = parse(raw)
@@ -399,16 +524,35 @@ def test_sdk_accumulator_reassembles_the_completion(completion: dict[str, Any], 
         message = want["message"]
         assert got.finish_reason == want["finish_reason"]
         assert got.message.content == (message["content"] or None)
-        assert getattr(got.message, "reasoning_content", None) == (message.get("reasoning_content") or None)
+        assert getattr(got.message, "reasoning_content", None) == (
+            message.get("reasoning_content") or None
+        )
         assert got.message.refusal == (message.get("refusal") or None)
         calls = [c.model_dump(exclude_none=True) for c in got.message.tool_calls or []]
-        expected = []
+        expected: list[dict[str, Any]] = []
         for call in message.get("tool_calls") or []:
             if call["type"] == "custom":
-                expected.append({"id": call["id"], "type": "custom", "custom": call["custom"], "index": len(expected)})
+                expected.append(
+                    {
+                        "id": call["id"],
+                        "type": "custom",
+                        "custom": call["custom"],
+                        "index": len(expected),
+                    }
+                )
             else:
-                expected.append({"id": call["id"], "type": "function", "function": call["function"], "index": len(expected)})
-        assert [{k: v for k, v in c.items() if k in ("id", "type", "custom", "function", "index")} for c in calls] == expected
+                expected.append(
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": call["function"],
+                        "index": len(expected),
+                    }
+                )
+        assert [
+            {k: v for k, v in c.items() if k in ("id", "type", "custom", "function", "index")}
+            for c in calls
+        ] == expected
     if include_usage and "usage" in completion:
         assert final.usage is not None
         assert final.usage.total_tokens == completion["usage"]["total_tokens"]
@@ -422,16 +566,22 @@ def test_sdk_accumulator_reassembles_the_completion(completion: dict[str, Any], 
 async def test_sdk_async_stream_raises_api_error_on_our_error_frame() -> None:
     """openai's AsyncStream, reading our bytes over an httpx mock transport, raises APIError."""
     body = b"".join(
-        [next(iter(synthesize_chat_completion_sse(_completion(content="partial")))).encode(),
-         chat_error_frame("backend exploded", code="server_error")]
+        [
+            next(iter(synthesize_chat_completion_sse(_completion(content="partial")))).encode(),
+            chat_error_frame("backend exploded", code="server_error"),
+        ]
     )
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        client = openai.AsyncOpenAI(api_key="k", base_url="http://test/v1", http_client=http, max_retries=0)
-        stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+        client = openai.AsyncOpenAI(
+            api_key="k", base_url="http://test/v1", http_client=cast(Any, http), max_retries=0
+        )
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
         async with stream:
             with pytest.raises(openai.APIError, match="backend exploded"):
                 async for _ in stream:
@@ -442,4 +592,6 @@ def test_error_frame_shape() -> None:
     """One data block with the OpenAI error object, no event line (P6)."""
     (event,) = parse(chat_error_frame("m", code=429, param="p"))
     assert event.event == "message"
-    assert event.json() == {"error": {"message": "m", "type": "server_error", "code": 429, "param": "p"}}
+    assert event.json() == {
+        "error": {"message": "m", "type": "server_error", "code": 429, "param": "p"}
+    }

@@ -21,11 +21,29 @@ from .sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
 
-COMPLETION = {"id": "c1", "created": 1, "model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
-RESULT = {"id": "resp_backend", "object": "response", "created_at": 1, "model": "m", "status": "completed",
-          "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": "hi", "annotations": []}]}],
-          "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+COMPLETION = {
+    "id": "c1",
+    "created": 1,
+    "model": "m",
+    "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+}
+RESULT = {
+    "id": "resp_backend",
+    "object": "response",
+    "created_at": 1,
+    "model": "m",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+}
 INTERVAL = 0.05
 
 
@@ -51,7 +69,9 @@ class Gate:
         return self.result
 
 
-async def _collect(stream: SynthesizedStream, gate: Gate | None = None, after: int = 0) -> list[bytes]:
+async def _collect(
+    stream: SynthesizedStream, gate: Gate | None = None, after: int = 0
+) -> list[bytes]:
     frames = []
     async for frame in stream:
         frames.append(frame)
@@ -83,7 +103,9 @@ async def test_failure_before_commit_raises_typed_error() -> None:
         raise RateLimited("slow down, try again in 20s")
 
     with pytest.raises(BackendError) as info:
-        async with SynthesizedStream(backend, ResponsesDialect(), keepalive_interval=3600) as stream:
+        async with SynthesizedStream(
+            backend, ResponsesDialect(), keepalive_interval=3600
+        ) as stream:
             await _collect(stream)
     assert info.value.status_code == 429
     assert info.value.body["error"]["code"] == "rate_limit_exceeded"
@@ -98,7 +120,9 @@ async def test_chat_keepalive_comments_then_chunks() -> None:
         frames = await _collect(stream, gate, after=3)
     assert frames[:3] == [b": keep-alive\n\n"] * 3
     assert stream.keepalives_sent == 3
-    assert [e.json()["choices"][0]["delta"] for e in parse(b"".join(frames))[:-1]][1] == {"content": "hi"}
+    assert [e.json()["choices"][0]["delta"] for e in parse(b"".join(frames))[:-1]][1] == {
+        "content": "hi"
+    }
 
 
 async def test_chat_keepalive_none_never_commits_early() -> None:
@@ -114,7 +138,9 @@ async def test_chat_keepalive_none_never_commits_early() -> None:
 
     async def consume() -> None:
         with pytest.raises(BackendError) as info:
-            async with SynthesizedStream(gate, ChatDialect(keepalive="none"), keepalive_interval=INTERVAL) as stream:
+            async with SynthesizedStream(
+                gate, ChatDialect(keepalive="none"), keepalive_interval=INTERVAL
+            ) as stream:
                 await _collect(stream)
         errors.append(info.value)
 
@@ -128,10 +154,16 @@ async def test_chat_keepalive_none_never_commits_early() -> None:
 async def test_responses_keepalive_events_then_continuation() -> None:
     """created at the first tick, in_progress each tick, then the remainder: one id, numbered from 0."""
     gate = Gate(RESULT)
-    async with SynthesizedStream(gate, ResponsesDialect(base={"model": "m"}), keepalive_interval=INTERVAL) as stream:
+    async with SynthesizedStream(
+        gate, ResponsesDialect(base={"model": "m"}), keepalive_interval=INTERVAL
+    ) as stream:
         frames = await _collect(stream, gate, after=3)
     events = [e.json() for e in parse(b"".join(frames))]
-    assert [e["type"] for e in events[:3]] == ["response.created", "response.in_progress", "response.in_progress"]
+    assert [e["type"] for e in events[:3]] == [
+        "response.created",
+        "response.in_progress",
+        "response.in_progress",
+    ]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     ids = {e["response"]["id"] for e in events if "response" in e}
     assert ids == {stream.response_id}
@@ -160,7 +192,12 @@ async def test_failure_after_commit_is_a_terminal_event() -> None:
 async def test_deadline_cancels_the_backend_and_fails_the_stream() -> None:
     """The total timeout cancels the backend; after commit it ends with a terminal failure."""
     gate = Gate(RESULT)
-    async with SynthesizedStream(gate, ResponsesDialect(fidelity="minimal"), keepalive_interval=INTERVAL, timeout=INTERVAL * 2.5) as stream:
+    async with SynthesizedStream(
+        gate,
+        ResponsesDialect(fidelity="minimal"),
+        keepalive_interval=INTERVAL,
+        timeout=INTERVAL * 2.5,
+    ) as stream:
         frames = await _collect(stream)
     assert gate.cancelled
     events = [e.json() for e in parse(b"".join(frames))]
@@ -184,11 +221,18 @@ async def test_finish_policy_hands_the_result_to_the_callback() -> None:
     outcomes: list[StreamOutcome] = []
 
     async with anyio.create_task_group() as tg:
+
         async def consume() -> None:
-            async with SynthesizedStream(gate, ResponsesDialect(), keepalive_interval=INTERVAL,
-                                         on_disconnect="finish", on_abandoned=outcomes.append) as stream:
+            async with SynthesizedStream(
+                gate,
+                ResponsesDialect(),
+                keepalive_interval=INTERVAL,
+                on_disconnect="finish",
+                on_abandoned=outcomes.append,
+            ) as stream:
                 async for _ in stream:
                     break
+
         tg.start_soon(consume)
         await gate.started.wait()
         await anyio.sleep(INTERVAL * 2)
@@ -201,8 +245,14 @@ async def test_finish_policy_is_bounded_by_its_deadline() -> None:
     """A backend that never finishes is cancelled when finish_timeout runs out."""
     gate = Gate(RESULT)
     outcomes: list[StreamOutcome] = []
-    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=INTERVAL, on_disconnect="finish",
-                                 finish_timeout=INTERVAL, on_abandoned=outcomes.append) as stream:
+    async with SynthesizedStream(
+        gate,
+        ChatDialect(),
+        keepalive_interval=INTERVAL,
+        on_disconnect="finish",
+        finish_timeout=INTERVAL,
+        on_abandoned=outcomes.append,
+    ) as stream:
         async for _ in stream:
             break
     assert gate.cancelled
@@ -248,7 +298,7 @@ async def test_caller_contextvars_reach_the_backend() -> None:
 
     async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
         frames = await _collect(stream)
-    assert json.loads(frames[0][len(b"data: "):])["model"] == "from caller"
+    assert json.loads(frames[0][len(b"data: ") :])["model"] == "from caller"
 
 
 async def test_invalid_result_after_commit_is_a_terminal_failure() -> None:

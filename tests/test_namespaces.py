@@ -33,9 +33,16 @@ def test_non_namespace_entries_pass_through_in_position() -> None:
 def test_subtools_keep_declared_type_and_other_keys() -> None:
     """A custom sub-tool stays custom; description/parameters kept; namespace description dropped (B-R08)."""
     ns = {
-        "type": "namespace", "name": "mcp__weather", "description": "weather tools",
+        "type": "namespace",
+        "name": "mcp__weather",
+        "description": "weather tools",
         "tools": [
-            {"name": "get_weather", "description": "d", "parameters": {"type": "object"}, "strict": True},
+            {
+                "name": "get_weather",
+                "description": "d",
+                "parameters": {"type": "object"},
+                "strict": True,
+            },
             {"type": "custom", "name": "raw", "format": {"type": "text"}},
             {"description": "no name"},
             "not a dict",
@@ -44,7 +51,13 @@ def test_subtools_keep_declared_type_and_other_keys() -> None:
     before = copy.deepcopy(ns)
     flat, ns_map = flatten_namespace_tools([ns])
     assert flat == [
-        {"name": "mcp__weather__get_weather", "description": "d", "parameters": {"type": "object"}, "strict": True, "type": "function"},
+        {
+            "name": "mcp__weather__get_weather",
+            "description": "d",
+            "parameters": {"type": "object"},
+            "strict": True,
+            "type": "function",
+        },
         {"type": "custom", "name": "mcp__weather__raw", "format": {"type": "text"}},
     ]
     assert ns_map == {
@@ -88,7 +101,9 @@ _ident = st.text("abcxyz_", min_size=1, max_size=8)
 
 
 @given(
-    namespaces=st.dictionaries(_ident, st.lists(_ident, min_size=1, max_size=4, unique=True), min_size=1, max_size=4)
+    namespaces=st.dictionaries(
+        _ident, st.lists(_ident, min_size=1, max_size=4, unique=True), min_size=1, max_size=4
+    )
 )
 def test_flatten_then_restore_round_trips_every_call(namespaces: dict[str, list[str]]) -> None:
     """Any call the backend makes with a flat name comes back with its namespace and short name,
@@ -100,7 +115,9 @@ def test_flatten_then_restore_round_trips_every_call(namespaces: dict[str, list[
     flat, ns_map = flatten_namespace_tools(tools)
     expected = {f"{ns}__{n}": (ns, n) for ns, names in namespaces.items() for n in names}
     assert ns_map == expected  # later entries win on collisions, as dict insertion does
-    calls = [{"type": "function_call", "name": t["name"], "call_id": str(i)} for i, t in enumerate(flat)]
+    calls = [
+        {"type": "function_call", "name": t["name"], "call_id": str(i)} for i, t in enumerate(flat)
+    ]
     for call, back in zip(calls, restore_namespace_tool_calls(calls, ns_map), strict=True):
         assert (back["namespace"], back["name"]) == ns_map[call["name"]]
 
@@ -108,7 +125,10 @@ def test_flatten_then_restore_round_trips_every_call(namespaces: dict[str, list[
 def test_collision_with_a_plain_tool_restores_as_namespaced() -> None:
     """A plain tool literally named ns__x and a namespaced x: the map entry wins (§3.5)."""
     flat, ns_map = flatten_namespace_tools(
-        [{"type": "function", "name": "ns__x"}, {"type": "namespace", "name": "ns", "tools": [{"name": "x"}]}]
+        [
+            {"type": "function", "name": "ns__x"},
+            {"type": "namespace", "name": "ns", "tools": [{"name": "x"}]},
+        ]
     )
     assert [t["name"] for t in flat] == ["ns__x", "ns__x"]
     (call,) = restore_namespace_tool_calls([{"type": "function_call", "name": "ns__x"}], ns_map)

@@ -68,12 +68,21 @@ def test_replayed_namespaced_call_is_flattened_and_restored() -> None:
     (call,) = [i for i in cleaned["input"] if i.get("type") == "function_call"]
     assert call["name"] == "multi_agent_v1__close_agent"
     assert "namespace" not in call
-    answer = [{"type": "function_call", "name": "multi_agent_v1__close_agent", "call_id": "c", "arguments": "{}"}]
+    answer = [
+        {
+            "type": "function_call",
+            "name": "multi_agent_v1__close_agent",
+            "call_id": "c",
+            "arguments": "{}",
+        }
+    ]
     (restored,) = restore_namespace_tool_calls(answer, ns_map)
     assert (restored["namespace"], restored["name"]) == ("multi_agent_v1", "close_agent")
 
 
-def test_user_messages_keep_their_text_when_ids_are_pruned(caplog: pytest.LogCaptureFixture) -> None:
+def test_user_messages_keep_their_text_when_ids_are_pruned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Codex messages carry an id the SDK's input-message types lack: it is pruned, the message kept."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     cleaned = _sanitize(_fixture("text-turn"))
@@ -90,7 +99,16 @@ def test_user_messages_keep_their_text_when_ids_are_pruned(caplog: pytest.LogCap
 def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFixture) -> None:
     """stream/stream_options always go; unknown top-level keys too, in one DEBUG record (B-R19, B-R26)."""
     caplog.set_level(logging.DEBUG, "aiostream_synth")
-    cleaned = _sanitize({"input": "hi", "stream": True, "stream_options": {}, "client_metadata": {}, "store": False, "prompt_cache_key": "k"})
+    cleaned = _sanitize(
+        {
+            "input": "hi",
+            "stream": True,
+            "stream_options": {},
+            "client_metadata": {},
+            "store": False,
+            "prompt_cache_key": "k",
+        }
+    )
     assert cleaned == {"input": "hi", "store": False, "prompt_cache_key": "k"}
     assert any("['client_metadata']" in r.getMessage() for r in caplog.records)
 
@@ -132,8 +150,11 @@ def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
     """drop_custom_tools drops custom; drop_hosted_tools drops all but function/custom, each logged (B-R13, B-R14)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     tools = [FN, {"type": "custom", "name": "c"}, {"type": "web_search"}]
-    assert _sanitize({"input": "x", "tools": tools}) ["tools"] == tools
-    assert _sanitize({"input": "x", "tools": tools}, drop_custom_tools=True)["tools"] == [FN, {"type": "web_search"}]
+    assert _sanitize({"input": "x", "tools": tools})["tools"] == tools
+    assert _sanitize({"input": "x", "tools": tools}, drop_custom_tools=True)["tools"] == [
+        FN,
+        {"type": "web_search"},
+    ]
     assert any("custom tools are dropped" in r.getMessage() for r in caplog.records)
     caplog.clear()
     assert _sanitize({"input": "x", "tools": tools}, drop_hosted_tools=True)["tools"] == tools[:2]
@@ -144,24 +165,51 @@ def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
 def test_unknown_keys_in_a_tool_are_pruned_not_the_tool(caplog: pytest.LogCaptureFixture) -> None:
     """A tool flag newer than the SDK is pruned (one WARNING with its path) and the tool kept."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
-    tools = _sanitize({"input": "x", "tools": [FN, {"type": "web_search", "future_flag": True}]})["tools"]
+    tools = _sanitize({"input": "x", "tools": [FN, {"type": "web_search", "future_flag": True}]})[
+        "tools"
+    ]
     assert tools == [FN, {"type": "web_search"}]
-    assert [r.getMessage() for r in caplog.records] == ["pruned field tools.1.future_flag: not in the params model"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "pruned field tools.1.future_flag: not in the params model"
+    ]
 
 
-def test_input_items_are_rewritten_validated_and_carriers_lifted(caplog: pytest.LogCaptureFixture) -> None:
+def test_input_items_are_rewritten_validated_and_carriers_lifted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Namespaced calls flattened; unknown item types dropped; carrier tools hoisted (B-R21, B-R22)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
         "input": [
-            {"type": "additional_tools", "role": "developer", "tools": [
-                {"type": "namespace", "name": "ns", "description": "", "tools": [{"name": "g", "parameters": {}, "strict": False}]},
-                {"type": "custom", "name": "exec"},
-                {"type": "web_search"},
-            ]},
+            {
+                "type": "additional_tools",
+                "role": "developer",
+                "tools": [
+                    {
+                        "type": "namespace",
+                        "name": "ns",
+                        "description": "",
+                        "tools": [{"name": "g", "parameters": {}, "strict": False}],
+                    },
+                    {"type": "custom", "name": "exec"},
+                    {"type": "web_search"},
+                ],
+            },
             {"type": "message", "role": "user", "content": "hi"},
-            {"type": "function_call", "namespace": "ns", "name": "g", "call_id": "c", "arguments": "{}"},
-            {"type": "custom_tool_call", "namespace": "ns", "name": "h", "call_id": "d", "input": "x"},
+            {
+                "type": "function_call",
+                "namespace": "ns",
+                "name": "g",
+                "call_id": "c",
+                "arguments": "{}",
+            },
+            {
+                "type": "custom_tool_call",
+                "namespace": "ns",
+                "name": "h",
+                "call_id": "d",
+                "input": "x",
+            },
             {"type": "definitely_not_a_responses_item_type"},
         ],
         "tools": [FN],
@@ -182,15 +230,27 @@ def test_input_items_are_rewritten_validated_and_carriers_lifted(caplog: pytest.
 
 def test_carrier_custom_tools_hoisted_on_request_unless_dropped() -> None:
     """hoist_carrier_custom_tools keeps carrier custom tools; drop_custom_tools wins (B-R22, D19)."""
-    body = {"input": [{"type": "additional_tools", "role": "developer", "tools": [{"type": "custom", "name": "exec"}]}]}
-    assert _sanitize(body, hoist_carrier_custom_tools=True)["tools"] == [{"type": "custom", "name": "exec"}]
+    body = {
+        "input": [
+            {
+                "type": "additional_tools",
+                "role": "developer",
+                "tools": [{"type": "custom", "name": "exec"}],
+            }
+        ]
+    }
+    assert _sanitize(body, hoist_carrier_custom_tools=True)["tools"] == [
+        {"type": "custom", "name": "exec"}
+    ]
     assert "tools" not in _sanitize(body, hoist_carrier_custom_tools=True, drop_custom_tools=True)
     assert "tools" not in _sanitize(body)
 
 
 def test_top_level_custom_tools_stay_without_hoisting() -> None:
     """custom entries already in tools are independent of the carrier option (B-R23)."""
-    assert _sanitize({"input": "x", "tools": [{"type": "custom", "name": "c"}]})["tools"] == [{"type": "custom", "name": "c"}]
+    assert _sanitize({"input": "x", "tools": [{"type": "custom", "name": "c"}]})["tools"] == [
+        {"type": "custom", "name": "c"}
+    ]
 
 
 def _dev(text: Any) -> dict[str, Any]:
@@ -199,10 +259,29 @@ def _dev(text: Any) -> dict[str, Any]:
 
 def test_leading_system_messages_become_instructions() -> None:
     """Leading system/developer texts join existing instructions with blank lines (B-R24, B-R17)."""
-    cleaned = _sanitize({"input": [_dev("You are Codex."), {"role": "system", "content": [{"type": "input_text", "text": "<permissions>"}, {"type": "input_image", "image_url": "x", "detail": "auto"}]}, {"role": "user", "content": "go"}]})
+    cleaned = _sanitize(
+        {
+            "input": [
+                _dev("You are Codex."),
+                {
+                    "role": "system",
+                    "content": [
+                        {"type": "input_text", "text": "<permissions>"},
+                        {"type": "input_image", "image_url": "x", "detail": "auto"},
+                    ],
+                },
+                {"role": "user", "content": "go"},
+            ]
+        }
+    )
     assert cleaned["instructions"] == "You are Codex.\n\n<permissions>"
     assert cleaned["input"] == [{"role": "user", "content": "go"}]
-    cleaned = _sanitize({"instructions": "base instructions", "input": [_dev("perms"), {"role": "user", "content": "go"}]})
+    cleaned = _sanitize(
+        {
+            "instructions": "base instructions",
+            "input": [_dev("perms"), {"role": "user", "content": "go"}],
+        }
+    )
     assert cleaned["instructions"] == "base instructions\n\nperms"
 
 
@@ -220,13 +299,23 @@ def test_system_messages_after_user_are_not_hoisted() -> None:
 
 def test_developer_after_a_leading_carrier_counts_as_leading() -> None:
     """Carriers are removed before hoisting (B-R24)."""
-    cleaned = _sanitize({"input": [{"type": "additional_tools", "role": "developer", "tools": []}, _dev("d"), {"role": "user", "content": "u"}]})
+    cleaned = _sanitize(
+        {
+            "input": [
+                {"type": "additional_tools", "role": "developer", "tools": []},
+                _dev("d"),
+                {"role": "user", "content": "u"},
+            ]
+        }
+    )
     assert cleaned["instructions"] == "d"
 
 
 def test_non_string_instructions_disable_hoisting() -> None:
     """D22: instructions that are not a string leave the input untouched."""
-    cleaned = _sanitize({"instructions": [{"role": "system", "content": "x"}], "input": [_dev("d")]})
+    cleaned = _sanitize(
+        {"instructions": [{"role": "system", "content": "x"}], "input": [_dev("d")]}
+    )
     assert cleaned["input"] == [_dev("d")]
 
 
@@ -238,17 +327,30 @@ def test_non_dict_body_is_a_clear_error() -> None:
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from(["type", "name", "tools", "role", "content", "namespace", "x"]), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["type", "name", "tools", "role", "content", "namespace", "x"]),
+            children,
+            max_size=4,
+        )
+    ),
     max_leaves=20,
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    body=st.dictionaries(st.sampled_from(["input", "tools", "instructions", "stream", "model", "junk"]), _json, max_size=5),
+    body=st.dictionaries(
+        st.sampled_from(["input", "tools", "instructions", "stream", "model", "junk"]),
+        _json,
+        max_size=5,
+    ),
     flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
 )
-def test_sanitize_never_raises_on_json_inside_a_dict(body: dict[str, Any], flags: tuple[bool, bool, bool]) -> None:
+def test_sanitize_never_raises_on_json_inside_a_dict(
+    body: dict[str, Any], flags: tuple[bool, bool, bool]
+) -> None:
     """Any JSON shape inside a dict body sanitizes without raising and without mutation."""
     logging.disable(logging.WARNING)
     try:
@@ -265,7 +367,11 @@ def test_sanitize_never_raises_on_json_inside_a_dict(body: dict[str, Any], flags
 def test_nested_unknown_keys_are_pruned_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     """The B-R32 example: reasoning.not_a_real_field pruned, effort kept; input untouched (B-R30)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
-    body = {"input": [], "reasoning": {"effort": "medium", "not_a_real_field": "x"}, "unknown_top": 1}
+    body = {
+        "input": [],
+        "reasoning": {"effort": "medium", "not_a_real_field": "x"},
+        "unknown_top": 1,
+    }
     before = copy.deepcopy(body)
     params = validate_streaming_responses_params(body)
     assert params.model_dump(exclude_unset=True) == {"input": [], "reasoning": {"effort": "medium"}}
@@ -280,23 +386,37 @@ def test_unknown_keys_inside_union_members_are_pruned(caplog: pytest.LogCaptureF
     """Keys the SDK does not know inside a tool spec and an input item (union arms) are pruned."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
-        "input": [{"type": "message", "role": "user", "content": "hi", "id": "msg_1", "client_flag": 1},
-                  {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "future": 2}],
+        "input": [
+            {"type": "message", "role": "user", "content": "hi", "id": "msg_1", "client_flag": 1},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "future": 2},
+        ],
         "tools": [FN, {"type": "web_search", "future_web_option": True}],
     }
     dumped = validate_streaming_responses_params(body).model_dump(exclude_unset=True)
     assert dumped["tools"] == [FN, {"type": "web_search"}]
     assert dumped["input"][0] == {"type": "message", "role": "user", "content": "hi"}
-    assert dumped["input"][1] == {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    assert dumped["input"][1] == {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "f",
+        "arguments": "{}",
+    }
     messages = " ".join(r.getMessage() for r in caplog.records)
-    for path in ("tools.1.future_web_option", "input.0.client_flag", "input.0.id", "input.1.future"):
+    for path in (
+        "tools.1.future_web_option",
+        "input.0.client_flag",
+        "input.0.id",
+        "input.1.future",
+    ):
         assert path in messages
 
 
 def test_a_function_tools_own_fields_are_never_pruned_by_other_arms() -> None:
     """Pruning picks the arm the spec belongs to: a bad function tool keeps its name and fails."""
     with pytest.raises(ValidationError) as info:
-        validate_streaming_responses_params({"input": "x", "tools": [{"type": "function", "name": "f", "strict": True}]})
+        validate_streaming_responses_params(
+            {"input": "x", "tools": [{"type": "function", "name": "f", "strict": True}]}
+        )
     assert any(e["loc"][-1] == "parameters" for e in info.value.errors())
 
 
@@ -312,7 +432,18 @@ def test_real_errors_are_raised_unchanged() -> None:
 def test_validation_succeeds_on_every_sanitized_example() -> None:
     """B-R28: cleaned bodies validate."""
     for body in (
-        {"input": [_dev("a"), {"role": "user", "content": "b"}], "tools": [FN, {"type": "namespace", "name": "n", "description": "", "tools": [{"name": "x", "parameters": {}, "strict": False}]}]},
+        {
+            "input": [_dev("a"), {"role": "user", "content": "b"}],
+            "tools": [
+                FN,
+                {
+                    "type": "namespace",
+                    "name": "n",
+                    "description": "",
+                    "tools": [{"name": "x", "parameters": {}, "strict": False}],
+                },
+            ],
+        },
         {"input": "plain", "stream": True, "client_metadata": {"a": 1}},
     ):
         validate_streaming_responses_params(_sanitize(body))
@@ -320,8 +451,16 @@ def test_validation_succeeds_on_every_sanitized_example() -> None:
 
 @pytest.mark.parametrize(
     ("loc", "deleted"),
-    [((), False), (("a",), True), (("missing",), False), (("l", 0, "k"), True), (("l", -1, "k"), False),
-     (("l", True, "k"), False), (("l", 5, "k"), False), (("l", 0, "function_call", "k"), False)],
+    [
+        ((), False),
+        (("a",), True),
+        (("missing",), False),
+        (("l", 0, "k"), True),
+        (("l", -1, "k"), False),
+        (("l", True, "k"), False),
+        (("l", 5, "k"), False),
+        (("l", 0, "function_call", "k"), False),
+    ],
 )
 def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted: bool) -> None:
     """B-R29 and D10: labels, empty, negative, bool and out-of-range parts delete nothing."""
@@ -331,9 +470,16 @@ def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted:
 
 @pytest.mark.parametrize(
     ("body", "dialect", "expected"),
-    [({"stream": True}, "chat", True), ({"stream": "true"}, "chat", False), ({"stream": 1}, "chat", False),
-     ({}, "chat", False), ({"stream": 1}, "responses", True), ({"stream": "true"}, "responses", True),
-     ({"stream": False}, "responses", False), ("x", "responses", False)],
+    [
+        ({"stream": True}, "chat", True),
+        ({"stream": "true"}, "chat", False),
+        ({"stream": 1}, "chat", False),
+        ({}, "chat", False),
+        ({"stream": 1}, "responses", True),
+        ({"stream": "true"}, "responses", True),
+        ({"stream": False}, "responses", False),
+        ("x", "responses", False),
+    ],
 )
 def test_wants_stream_per_dialect(body: Any, dialect: Any, expected: bool) -> None:
     """Chat needs stream is True; Responses takes any truthy stream (B-D1, D5)."""

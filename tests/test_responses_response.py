@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
@@ -23,14 +23,30 @@ from aiostream_synth._usage import wire_responses_usage
 
 from .sse_parser import parse
 
-MSG = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-       "content": [{"type": "output_text", "text": "hello", "annotations": []}]}
+MSG = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+}
 USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
-WIRE_USAGE = {**USAGE, "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+WIRE_USAGE = {
+    **USAGE,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
 
 
 def _resp(**kw: Any) -> dict[str, Any]:
-    return {"id": "resp_1", "object": "response", "status": "completed", "output": [MSG], "usage": USAGE, **kw}
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [MSG],
+        "usage": USAGE,
+        **kw,
+    }
 
 
 def _events(blocks: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -50,8 +66,12 @@ def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
     """B-R36..B-R38 and P5: missing/null details become 0; present nulls become 0; input untouched."""
     assert wire_responses_usage(None) is None
     assert wire_responses_usage("x") == "x"
-    usage = {"input_tokens": 1, "input_tokens_details": {"cached_tokens": None, "cache_write_tokens": None, "other": 5},
-             "output_tokens_details": None, "total_tokens": 2}
+    usage = {
+        "input_tokens": 1,
+        "input_tokens_details": {"cached_tokens": None, "cache_write_tokens": None, "other": 5},
+        "output_tokens_details": None,
+        "total_tokens": 2,
+    }
     before = copy.deepcopy(usage)
     assert wire_responses_usage(usage) == {
         "input_tokens": 1,
@@ -60,7 +80,9 @@ def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
         "total_tokens": 2,
     }
     assert usage == before
-    assert wire_responses_usage({"input_tokens_details": {"cached_tokens": 3}})["input_tokens_details"] == {"cached_tokens": 3}
+    assert wire_responses_usage({"input_tokens_details": {"cached_tokens": 3}})[
+        "input_tokens_details"
+    ] == {"cached_tokens": 3}
     assert "cache_write_tokens" not in wire_responses_usage({})["input_tokens_details"]
 
 
@@ -70,20 +92,42 @@ def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
 def test_minimal_reference_vector() -> None:
     """The protocol.md vector: created (usage copied), one item done, completed (B-R39..B-R44)."""
     assert _events(synthesize_responses_sse(_resp())) == [
-        ("response.created", {"type": "response.created", "response": {**_resp(), "status": "in_progress", "output": [], "usage": WIRE_USAGE}}),
-        ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": MSG}),
-        ("response.completed", {"type": "response.completed", "response": {**_resp(), "usage": WIRE_USAGE}}),
+        (
+            "response.created",
+            {
+                "type": "response.created",
+                "response": {**_resp(), "status": "in_progress", "output": [], "usage": WIRE_USAGE},
+            },
+        ),
+        (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": MSG},
+        ),
+        (
+            "response.completed",
+            {"type": "response.completed", "response": {**_resp(), "usage": WIRE_USAGE}},
+        ),
     ]
 
 
 @pytest.mark.parametrize(
     ("status", "terminal"),
-    [("completed", "response.completed"), ("incomplete", "response.incomplete"), ("failed", "response.failed"),
-     (None, "response.completed"), ("cancelled", "response.completed"), ("queued", "response.completed")],
+    [
+        ("completed", "response.completed"),
+        ("incomplete", "response.incomplete"),
+        ("failed", "response.failed"),
+        (None, "response.completed"),
+        ("cancelled", "response.completed"),
+        ("queued", "response.completed"),
+    ],
 )
 def test_terminal_follows_status_verbatim(status: Any, terminal: str) -> None:
     """B-R43, D11: one terminal chosen by status; status itself never rewritten."""
-    events = _events(synthesize_responses_sse(_resp(status=status, incomplete_details={"reason": "max_output_tokens"})))
+    events = _events(
+        synthesize_responses_sse(
+            _resp(status=status, incomplete_details={"reason": "max_output_tokens"})
+        )
+    )
     assert [t for t, _ in events].count(terminal) == 1
     assert events[-1][0] == terminal
     assert events[-1][1]["response"]["status"] == status
@@ -92,12 +136,20 @@ def test_terminal_follows_status_verbatim(status: Any, terminal: str) -> None:
 
 def test_include_created_false_and_empty_output() -> None:
     """No created event when keepalive opened the stream; empty output → terminal only (B-R41, B-R45)."""
-    assert [t for t, _ in _events(synthesize_responses_sse(_resp(output=[]), include_created=False))] == ["response.completed"]
+    assert [
+        t for t, _ in _events(synthesize_responses_sse(_resp(output=[]), include_created=False))
+    ] == ["response.completed"]
 
 
 def test_namespaced_calls_are_restored_in_items_and_terminal() -> None:
     """B-R40, B-R46: the same restored object in output_item.done and in response.output."""
-    call = {"type": "function_call", "id": "fc_1", "call_id": "c", "name": "ns__f", "arguments": "{}"}
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "c",
+        "name": "ns__f",
+        "arguments": "{}",
+    }
     events = _events(synthesize_responses_sse(_resp(output=[call]), {"ns__f": ("ns", "f")}))
     done = events[1][1]["item"]
     assert (done["namespace"], done["name"]) == ("ns", "f")
@@ -121,7 +173,7 @@ def test_bad_results_raise_before_any_block(result: Any, path: str) -> None:
     """A non-dict result, a non-list output or non-object items raise InvalidResultError."""
     for fidelity in ("minimal", "full"):
         with pytest.raises(InvalidResultError, match=f": {path}: "):
-            next(synthesize_responses_sse(result, fidelity=fidelity))  # type: ignore[arg-type]
+            next(synthesize_responses_sse(result, fidelity=fidelity))
 
 
 def test_failure_stream_reference_shape() -> None:
@@ -141,15 +193,41 @@ def test_failure_stream_reference_shape() -> None:
 
 def test_failure_code_is_never_null_and_id_is_kept() -> None:
     """P6: code None → server_error; response_id + include_created=False → just failed."""
-    events = _events(synthesize_responses_failure_sse("m", code=None, response_id="resp_x", include_created=False))
-    assert events == [("response.failed", {"type": "response.failed", "response": {
-        "id": "resp_x", "object": "response", "status": "failed", "output": [], "error": {"code": "server_error", "message": "m"}}})]
+    events = _events(
+        synthesize_responses_failure_sse(
+            "m", code=None, response_id="resp_x", include_created=False
+        )
+    )
+    assert events == [
+        (
+            "response.failed",
+            {
+                "type": "response.failed",
+                "response": {
+                    "id": "resp_x",
+                    "object": "response",
+                    "status": "failed",
+                    "output": [],
+                    "error": {"code": "server_error", "message": "m"},
+                },
+            },
+        )
+    ]
 
 
 def test_full_failure_is_error_then_failed() -> None:
     """P6 full mode: error event then response.failed, both numbered."""
-    events = _events(synthesize_responses_failure_sse("slow", "rate_limit_exceeded", "resp_r", False,
-                                                      fidelity="full", base={"model": "m"}, sequence_start=4))
+    events = _events(
+        synthesize_responses_failure_sse(
+            "slow",
+            "rate_limit_exceeded",
+            "resp_r",
+            False,
+            fidelity="full",
+            base={"model": "m"},
+            sequence_start=4,
+        )
+    )
     assert [(t, p["sequence_number"]) for t, p in events] == [("error", 4), ("response.failed", 5)]
     assert events[0][1]["code"] == "rate_limit_exceeded"
     assert events[1][1]["response"]["model"] == "m"
@@ -161,7 +239,12 @@ def test_keepalive_events() -> None:
     first = list(synthesize_responses_keepalive_sse("resp_k", True))
     assert len(first) == 2
     assert [t for t, _ in _events(first)] == ["response.created", "response.in_progress"]
-    assert _events(first)[0][1]["response"] == {"id": "resp_k", "object": "response", "status": "in_progress", "output": []}
+    assert _events(first)[0][1]["response"] == {
+        "id": "resp_k",
+        "object": "response",
+        "status": "in_progress",
+        "output": [],
+    }
     later = list(synthesize_responses_keepalive_sse("resp_k", False))
     assert [t for t, _ in _events(later)] == ["response.in_progress"]
     assert all(is_responses_lifecycle_chunk(b.encode()) for b in first + later)
@@ -170,15 +253,18 @@ def test_keepalive_events() -> None:
 @pytest.mark.parametrize(
     ("chunk", "expected"),
     [
-        (b'event: response.created\ndata: {}\n\n', True),
-        (b'event: response.in_progress\ndata: {}\n\n', True),
-        (b'event: response.output_item.done\ndata: {}\n\n', False),
-        (b'event: response.completed\ndata: {}\n\n', False),
-        (b'event: response.created\ndata: {}\n\nevent: response.in_progress\ndata: {}\n\n', False),
-        (b'event: response.created\ndata: {}\n\nevent: response.output_item.done\ndata: {}\n\n', False),
+        (b"event: response.created\ndata: {}\n\n", True),
+        (b"event: response.in_progress\ndata: {}\n\n", True),
+        (b"event: response.output_item.done\ndata: {}\n\n", False),
+        (b"event: response.completed\ndata: {}\n\n", False),
+        (b"event: response.created\ndata: {}\n\nevent: response.in_progress\ndata: {}\n\n", False),
+        (
+            b"event: response.created\ndata: {}\n\nevent: response.output_item.done\ndata: {}\n\n",
+            False,
+        ),
         (b": keep-alive\n\n", False),
         (b"", False),
-        (b'id: 1\nevent: response.created\ndata: {}\n\n', False),
+        (b"id: 1\nevent: response.created\ndata: {}\n\n", False),
         (b"data: {}\n\n", False),
     ],
 )
@@ -189,13 +275,41 @@ def test_lifecycle_chunk_detection(chunk: bytes, expected: bool) -> None:
 
 # -- full fidelity ------------------------------------------------------------------------------
 
-REASONING = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}],
-             "content": [{"type": "reasoning_text", "text": "raw"}], "encrypted_content": "enc"}
-CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "ns__f", "arguments": '{"a":1}', "status": "completed"}
-CUSTOM = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "exec", "input": "ls"}
-SEARCH = {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}}
-REFUSING = {"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
-            "content": [{"type": "refusal", "refusal": "no"}]}
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "plan"}],
+    "content": [{"type": "reasoning_text", "text": "raw"}],
+    "encrypted_content": "enc",
+}
+CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "ns__f",
+    "arguments": '{"a":1}',
+    "status": "completed",
+}
+CUSTOM = {
+    "type": "custom_tool_call",
+    "id": "ctc_1",
+    "call_id": "call_2",
+    "name": "exec",
+    "input": "ls",
+}
+SEARCH = {
+    "type": "web_search_call",
+    "id": "ws_1",
+    "status": "completed",
+    "action": {"type": "search", "query": "q"},
+}
+REFUSING = {
+    "type": "message",
+    "id": "msg_2",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "refusal", "refusal": "no"}],
+}
 
 
 def test_full_golden_transcript() -> None:
@@ -203,22 +317,40 @@ def test_full_golden_transcript() -> None:
     result = _resp(output=[REASONING, MSG, REFUSING, CALL, CUSTOM, SEARCH], model="m", created_at=1)
     events = _events(synthesize_responses_sse(result, {"ns__f": ("ns", "f")}, fidelity="full"))
     assert [t for t, _ in events] == [
-        "response.created", "response.in_progress",
+        "response.created",
+        "response.in_progress",
         "response.output_item.added",
-        "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta",
-        "response.reasoning_summary_text.done", "response.reasoning_summary_part.done",
-        "response.content_part.added", "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
         "response.content_part.done",
         "response.output_item.done",
-        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
-        "response.output_item.added", "response.content_part.added", "response.refusal.delta",
-        "response.refusal.done", "response.content_part.done", "response.output_item.done",
-        "response.output_item.added", "response.function_call_arguments.delta",
-        "response.function_call_arguments.done", "response.output_item.done",
-        "response.output_item.added", "response.custom_tool_call_input.delta",
-        "response.custom_tool_call_input.done", "response.output_item.done",
-        "response.output_item.added", "response.output_item.done",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.output_item.done",
         "response.completed",
     ]
     assert [p["sequence_number"] for _, p in events] == list(range(len(events)))
@@ -237,8 +369,13 @@ def test_full_golden_transcript() -> None:
 
 def test_full_mode_splits_long_text_into_deltas() -> None:
     """delta_chars splits text and arguments; the pieces concatenate to the whole."""
-    long_msg = {**MSG, "content": [{"type": "output_text", "text": "abcdefghij", "annotations": []}]}
-    events = _events(synthesize_responses_sse(_resp(output=[long_msg, CALL]), fidelity="full", delta_chars=3))
+    long_msg = {
+        **MSG,
+        "content": [{"type": "output_text", "text": "abcdefghij", "annotations": []}],
+    }
+    events = _events(
+        synthesize_responses_sse(_resp(output=[long_msg, CALL]), fidelity="full", delta_chars=3)
+    )
     deltas = [p["delta"] for t, p in events if t == "response.output_text.delta"]
     assert deltas == ["abc", "def", "ghi", "j"]
     args = "".join(p["delta"] for t, p in events if t == "response.function_call_arguments.delta")
@@ -257,8 +394,11 @@ def test_full_mode_gives_ids_to_items_without_one() -> None:
 
 def test_continuation_rewrites_id_and_continues_numbering() -> None:
     """After keepalives (id R, k events) the remainder omits created, continues at k, carries R."""
-    events = _events(synthesize_responses_sse(_resp(), fidelity="full", include_created=False,
-                                              response_id="resp_R", sequence_start=3))
+    events = _events(
+        synthesize_responses_sse(
+            _resp(), fidelity="full", include_created=False, response_id="resp_R", sequence_start=3
+        )
+    )
     assert events[0][0] == "response.output_item.added"
     assert [p["sequence_number"] for _, p in events] == list(range(3, 3 + len(events)))
     assert events[-1][1]["response"]["id"] == "resp_R"
@@ -271,29 +411,64 @@ _holder: dict[str, bytes] = {}
 
 def _client() -> openai.OpenAI:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_holder["body"])
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=_holder["body"]
+        )
 
-    return openai.OpenAI(api_key="k", base_url="http://test/v1", max_retries=0,
-                         http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    return openai.OpenAI(
+        api_key="k",
+        base_url="http://test/v1",
+        max_retries=0,
+        http_client=cast(Any, httpx.Client(transport=httpx.MockTransport(handler))),
+    )
 
 
 _CLIENT = _client()
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 _nonempty = _text.filter(bool)
 
 
 @st.composite
 def _items(draw: st.DrawFn, k: int) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["message", "reasoning", "function_call", "custom_tool_call", "web_search_call", "ns_call"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "message",
+                "reasoning",
+                "function_call",
+                "custom_tool_call",
+                "web_search_call",
+                "ns_call",
+            ]
+        )
+    )
     if kind == "message":
-        parts = draw(st.lists(st.one_of(
-            st.builds(lambda t: {"type": "output_text", "text": t, "annotations": []}, _text),
-            st.builds(lambda t: {"type": "refusal", "refusal": t}, _text),
-        ), max_size=3))
-        return {"type": "message", "id": f"msg_{k}", "role": "assistant", "status": "completed", "content": parts}
+        parts = draw(
+            st.lists(
+                st.one_of(
+                    st.builds(
+                        lambda t: {"type": "output_text", "text": t, "annotations": []}, _text
+                    ),
+                    st.builds(lambda t: {"type": "refusal", "refusal": t}, _text),
+                ),
+                max_size=3,
+            )
+        )
+        return {
+            "type": "message",
+            "id": f"msg_{k}",
+            "role": "assistant",
+            "status": "completed",
+            "content": parts,
+        }
     if kind == "reasoning":
-        item: dict[str, Any] = {"type": "reasoning", "id": f"rs_{k}",
-                                "summary": [{"type": "summary_text", "text": t} for t in draw(st.lists(_text, max_size=2))]}
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": f"rs_{k}",
+            "summary": [
+                {"type": "summary_text", "text": t} for t in draw(st.lists(_text, max_size=2))
+            ],
+        }
         if draw(st.booleans()):
             item["content"] = [{"type": "reasoning_text", "text": draw(_text)}]
         if draw(st.booleans()):
@@ -301,22 +476,56 @@ def _items(draw: st.DrawFn, k: int) -> dict[str, Any]:
         return item
     if kind in ("function_call", "ns_call"):
         name = "mcp__weather__get" if kind == "ns_call" else draw(st.sampled_from(["f", "g"]))
-        return {"type": "function_call", "id": f"fc_{k}", "call_id": f"call_{k}", "name": name,
-                "arguments": json.dumps(draw(st.dictionaries(_text, st.integers(), max_size=2))), "status": "completed"}
+        return {
+            "type": "function_call",
+            "id": f"fc_{k}",
+            "call_id": f"call_{k}",
+            "name": name,
+            "arguments": json.dumps(draw(st.dictionaries(_text, st.integers(), max_size=2))),
+            "status": "completed",
+        }
     if kind == "custom_tool_call":
-        return {"type": "custom_tool_call", "id": f"ctc_{k}", "call_id": f"call_{k}", "name": "exec", "input": draw(_text)}
-    return {"type": "web_search_call", "id": f"ws_{k}", "status": "completed", "action": {"type": "search", "query": draw(_text)}}
+        return {
+            "type": "custom_tool_call",
+            "id": f"ctc_{k}",
+            "call_id": f"call_{k}",
+            "name": "exec",
+            "input": draw(_text),
+        }
+    return {
+        "type": "web_search_call",
+        "id": f"ws_{k}",
+        "status": "completed",
+        "action": {"type": "search", "query": draw(_text)},
+    }
 
 
 @st.composite
 def _responses(draw: st.DrawFn) -> dict[str, Any]:
     n = draw(st.integers(0, 4))
-    usage = {"input_tokens": 5, "output_tokens": 6, "total_tokens": 11,
-             "input_tokens_details": draw(st.sampled_from([None, {"cached_tokens": None}, {"cached_tokens": 2, "cache_write_tokens": None}])),
-             "output_tokens_details": draw(st.sampled_from([None, {"reasoning_tokens": 1}]))}
-    return {"id": "resp_" + draw(st.text("abc123", min_size=1, max_size=6)), "object": "response", "created_at": 1,
-            "model": "m", "status": "completed", "output": [draw(_items(k)) for k in range(n)], "usage": usage,
-            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    usage = {
+        "input_tokens": 5,
+        "output_tokens": 6,
+        "total_tokens": 11,
+        "input_tokens_details": draw(
+            st.sampled_from(
+                [None, {"cached_tokens": None}, {"cached_tokens": 2, "cache_write_tokens": None}]
+            )
+        ),
+        "output_tokens_details": draw(st.sampled_from([None, {"reasoning_tokens": 1}])),
+    }
+    return {
+        "id": "resp_" + draw(st.text("abc123", min_size=1, max_size=6)),
+        "object": "response",
+        "created_at": 1,
+        "model": "m",
+        "status": "completed",
+        "output": [draw(_items(k)) for k in range(n)],
+        "usage": usage,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
 
 
 def _strip(value: Any) -> Any:
@@ -331,7 +540,12 @@ NS_MAP = {"mcp__weather__get": ("mcp__weather", "get")}
 
 
 def _expected(result: dict[str, Any]) -> dict[str, Any]:
-    output = [{**i, "namespace": "mcp__weather", "name": "get"} if i.get("name") == "mcp__weather__get" else i for i in result["output"]]
+    output = [
+        {**i, "namespace": "mcp__weather", "name": "get"}
+        if i.get("name") == "mcp__weather__get"
+        else i
+        for i in result["output"]
+    ]
     return {**result, "output": output, "usage": wire_responses_usage(result["usage"])}
 
 
@@ -364,13 +578,31 @@ def test_sdk_stream_helper_reassembles_full_mode(result: dict[str, Any]) -> None
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(result=_responses(), ticks=st.integers(0, 3))
-def test_sdk_stream_helper_accepts_keepalive_then_continuation(result: dict[str, Any], ticks: int) -> None:
+def test_sdk_stream_helper_accepts_keepalive_then_continuation(
+    result: dict[str, Any], ticks: int
+) -> None:
     """Keepalive events first (created, in_progress x ticks), then the continuation: same id throughout."""
-    frames = "".join(synthesize_responses_keepalive_sse("resp_keep", True, base={"model": "m", "created_at": 1}, sequence_start=0))
+    frames = "".join(
+        synthesize_responses_keepalive_sse(
+            "resp_keep", True, base={"model": "m", "created_at": 1}, sequence_start=0
+        )
+    )
     seq = 2
     for _ in range(ticks):
-        frames += "".join(synthesize_responses_keepalive_sse("resp_keep", False, base={"model": "m"}, sequence_start=seq))
+        frames += "".join(
+            synthesize_responses_keepalive_sse(
+                "resp_keep", False, base={"model": "m"}, sequence_start=seq
+            )
+        )
         seq += 1
-    frames += "".join(synthesize_responses_sse(result, NS_MAP, include_created=False, fidelity="full",
-                                               response_id="resp_keep", sequence_start=seq))
+    frames += "".join(
+        synthesize_responses_sse(
+            result,
+            NS_MAP,
+            include_created=False,
+            fidelity="full",
+            response_id="resp_keep",
+            sequence_start=seq,
+        )
+    )
     _check_stream(frames.encode(), {**result, "id": "resp_keep"})

@@ -35,7 +35,9 @@ from ._namespaces import flatten_namespace_tools as flatten_namespace_tools
 from ._namespaces import restore_namespace_tool_calls as restore_namespace_tool_calls
 from ._params import ChatCompletionParams as ChatCompletionParams
 from ._params import ResponsesParams as ResponsesParams
-from ._responses_sanitize import sanitize_streaming_responses_body as sanitize_streaming_responses_body
+from ._responses_sanitize import (
+    sanitize_streaming_responses_body as sanitize_streaming_responses_body,
+)
 from ._responses_sanitize import (
     validate_streaming_responses_params as validate_streaming_responses_params,
 )
@@ -56,13 +58,13 @@ from ._sse import event_frame as event_frame
 __version__ = _version("aiostream-synth")
 
 __all__ = [
+    "CHAT_KEEPALIVE_FRAME",
+    "DONE_FRAME",
     "AiostreamSynthError",
     "Backend",
     "BackendError",
-    "CHAT_KEEPALIVE_FRAME",
     "ChatCompletionParams",
     "ChatDialect",
-    "DONE_FRAME",
     "Dialect",
     "Failure",
     "Fidelity",

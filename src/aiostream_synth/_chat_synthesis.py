@@ -54,7 +54,9 @@ def _text(value: Any, path: tuple[str | int, ...]) -> str | None:
         pieces: list[str] = []
         for k, part in enumerate(value):
             if not isinstance(part, dict):
-                raise _fail((*path, k), f"expected a content part object, got {type(part).__name__}")
+                raise _fail(
+                    (*path, k), f"expected a content part object, got {type(part).__name__}"
+                )
             if part.get("type", "text") in _TEXT_PART_TYPES:
                 text = part.get("text")
                 if text is not None and not isinstance(text, str):
@@ -103,7 +105,11 @@ def _choice_deltas(
     mpath = (*path, "message")
 
     deltas: list[dict[str, Any]] = [
-        {"index": index, "delta": {"role": message.get("role") or "assistant"}, "finish_reason": None}
+        {
+            "index": index,
+            "delta": {"role": message.get("role") or "assistant"},
+            "finish_reason": None,
+        }
     ]
     reasoning = _text(message.get("reasoning_content"), (*mpath, "reasoning_content")) or _text(
         message.get("reasoning"), (*mpath, "reasoning")
@@ -115,7 +121,11 @@ def _choice_deltas(
         deltas.append({"index": index, "delta": delta, "finish_reason": None})
     content = _text(message.get("content"), (*mpath, "content"))
     if content:
-        chunk: dict[str, Any] = {"index": index, "delta": {"content": content}, "finish_reason": None}
+        chunk: dict[str, Any] = {
+            "index": index,
+            "delta": {"content": content},
+            "finish_reason": None,
+        }
         if include_logprobs and choice.get("logprobs") is not None:
             chunk["logprobs"] = choice["logprobs"]
         deltas.append(chunk)
@@ -127,7 +137,8 @@ def _choice_deltas(
         raise _fail((*mpath, "tool_calls"), f"expected a list, got {type(tool_calls).__name__}")
     if tool_calls:
         calls = [
-            _tool_call_delta(k, call, (*mpath, "tool_calls", k)) for k, call in enumerate(tool_calls)
+            _tool_call_delta(k, call, (*mpath, "tool_calls", k))
+            for k, call in enumerate(tool_calls)
         ]
         deltas.append({"index": index, "delta": {"tool_calls": calls}, "finish_reason": None})
     deltas.append({"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")})
@@ -168,13 +179,19 @@ def chat_frames(
     usage_frame = (
         None
         if usage is None
-        else head + close + b',"usage":' + dumps(wire_chat_usage(usage), _WHAT, ("usage",)) + b"}\n\n"
+        else head
+        + close
+        + b',"usage":'
+        + dumps(wire_chat_usage(usage), _WHAT, ("usage",))
+        + b"}\n\n"
     )
     tail = close + b"}\n\n"
     return _emit(head, tail, [dumps(d, _WHAT, ("choices",)) for d in deltas], usage_frame)
 
 
-def _emit(head: bytes, tail: bytes, bodies: list[bytes], usage_frame: bytes | None) -> Iterator[bytes]:
+def _emit(
+    head: bytes, tail: bytes, bodies: list[bytes], usage_frame: bytes | None
+) -> Iterator[bytes]:
     for body in bodies:
         yield head + body + tail
     if usage_frame is not None:
@@ -204,7 +221,11 @@ def synthesize_chat_completion_sse(
 
 
 def chat_error_frame(
-    message: str, *, type: str = "server_error", code: str | int | None = None, param: str | None = None
+    message: str,
+    *,
+    type: str = "server_error",
+    code: str | int | None = None,
+    param: str | None = None,
 ) -> bytes:
     """The in-band chat failure block ``data: {"error": {...}}`` (decision P6).
 

@@ -27,7 +27,9 @@ def as_json_dict(value: Any, error: type[InvalidInputError], what: str) -> dict[
             return dumped
     if isinstance(value, Mapping):
         return dict(value)
-    raise error(what, (), f"expected a JSON object (dict or pydantic model), got {type(value).__name__}")
+    raise error(
+        what, (), f"expected a JSON object (dict or pydantic model), got {type(value).__name__}"
+    )
 
 
 def expect_dict(
@@ -38,9 +40,7 @@ def expect_dict(
     raise error(what, path, f"expected an object, got {type(value).__name__}")
 
 
-def expect_list(
-    value: Any, error: type[InvalidInputError], what: str, path: Path
-) -> list[Any]:
+def expect_list(value: Any, error: type[InvalidInputError], what: str, path: Path) -> list[Any]:
     if isinstance(value, list):
         return value
     raise error(what, path, f"expected a list, got {type(value).__name__}")

@@ -29,7 +29,7 @@ import anyio.abc
 import anyio.lowlevel
 
 if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
-    from exceptiongroup import BaseExceptionGroup
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from ._chat_synthesis import CHAT_KEEPALIVE_FRAME, chat_error_frame, chat_frames
 from ._errors import BackendError, InvalidResultError
@@ -143,7 +143,9 @@ class SynthesizedStream:
         self._entered = False
         self._seq = 0
         self._response_id = (
-            (dialect.response_id or new_response_id()) if isinstance(dialect, ResponsesDialect) else None
+            (dialect.response_id or new_response_id())
+            if isinstance(dialect, ResponsesDialect)
+            else None
         )
 
     # -- observable state -------------------------------------------------------------------
@@ -210,7 +212,7 @@ class SynthesizedStream:
                 if inspect.isawaitable(result):
                     result = await result
             self._result = result
-        except Exception as exc:  # noqa: BLE001 - any backend failure becomes an outcome
+        except Exception as exc:
             self._error = exc
         finally:
             self._done.set()

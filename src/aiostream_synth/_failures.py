@@ -42,7 +42,9 @@ class Failure:
 
     def body(self) -> dict[str, Any]:
         """``{"error": {"message", "type", "param", "code"}}``."""
-        return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+        return {
+            "error": {"message": self.message, "type": self.type, "param": None, "code": self.code}
+        }
 
 
 def _status(exc: BaseException) -> int | None:
@@ -51,17 +53,28 @@ def _status(exc: BaseException) -> int | None:
         getattr(exc, "status", None),
         getattr(getattr(exc, "response", None), "status_code", None),
     ):
-        if isinstance(candidate, int) and not isinstance(candidate, bool) and 100 <= candidate <= 599:
+        if (
+            isinstance(candidate, int)
+            and not isinstance(candidate, bool)
+            and 100 <= candidate <= 599
+        ):
             return candidate
     return None
 
 
-def _message(exc: BaseException) -> str:
+def _error_object(exc: BaseException) -> dict[str, Any]:
+    """The upstream's error object: ``body["error"]`` or ``body`` itself (openai SDK errors)."""
     body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        if isinstance(inner.get("message"), str) and inner["message"]:
-            return str(inner["message"])
+    if not isinstance(body, dict):
+        return {}
+    inner = body.get("error")
+    return inner if isinstance(inner, dict) else body
+
+
+def _message(exc: BaseException) -> str:
+    message = _error_object(exc).get("message")
+    if isinstance(message, str) and message:
+        return message
     text = getattr(exc, "message", None)
     if isinstance(text, str) and text:
         return text
@@ -72,12 +85,8 @@ def _upstream_code(exc: BaseException) -> str | None:
     code = getattr(exc, "code", None)
     if isinstance(code, str):
         return code
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        if isinstance(inner.get("code"), str):
-            return str(inner["code"])
-    return None
+    upstream = _error_object(exc).get("code")
+    return upstream if isinstance(upstream, str) else None
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -89,8 +98,12 @@ def classify_failure(exc: BaseException) -> Failure:
     status = _status(exc)
     message = _message(exc)
     lowered = message.lower()
-    if _upstream_code(exc) == "context_length_exceeded" or any(m in lowered for m in _CONTEXT_MARKERS):
-        return Failure(status if status and 400 <= status < 500 else 400, "context_length_exceeded", message)
+    if _upstream_code(exc) == "context_length_exceeded" or any(
+        m in lowered for m in _CONTEXT_MARKERS
+    ):
+        return Failure(
+            status if status and 400 <= status < 500 else 400, "context_length_exceeded", message
+        )
     if status == 429:
         return Failure(429, "rate_limit_exceeded", message)
     if _is_timeout(exc) and status is None:

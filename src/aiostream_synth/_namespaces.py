@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from typing import Any, TypeAlias
 
 __all__ = [
-    "NAMESPACE_DELIMITER",
     "NAMESPACED_CALL_TYPES",
+    "NAMESPACE_DELIMITER",
     "NamespaceMap",
     "flatten_namespace_tools",
     "restore_namespace_tool_calls",

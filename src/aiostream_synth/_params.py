@@ -39,7 +39,7 @@ def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
     for key, hint in hints.items():
         inner = typing_extensions.get_args(hint)[0]
         fields[key] = (inner, ...) if key in required else (inner, None)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         name,
         __config__=ConfigDict(extra="forbid", protected_namespaces=()),
         __doc__=doc,
@@ -64,9 +64,7 @@ ResponsesParams: type[BaseModel] = _model_from_typeddict(
 @cache
 def param_fields(model: type[BaseModel]) -> frozenset[str]:
     """Top-level field names (wire names) of a params model."""
-    return frozenset(
-        (field.alias or name) for name, field in model.model_fields.items()
-    )
+    return frozenset((field.alias or name) for name, field in model.model_fields.items())
 
 
 @cache
@@ -90,4 +88,5 @@ def list_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
     item = list_item_type(info.annotation)
     if item is None:
         return None
-    return TypeAdapter(list[item])  # type: ignore[valid-type]
+    list_type: Any = list
+    return TypeAdapter(list_type[item])

@@ -94,9 +94,7 @@ def _validated(adapter: TypeAdapter[Any], item: Any, what: str, index: int) -> A
     return candidate
 
 
-def _validate_each(
-    model: type[BaseModel], field: str, items: list[Any]
-) -> list[Any | None]:
+def _validate_each(model: type[BaseModel], field: str, items: list[Any]) -> list[Any | None]:
     """Per item: itself, a pruned copy, or None (dropped, logged)."""
     adapter = item_adapter(model, field)
     whole = list_adapter(model, field)
@@ -219,11 +217,18 @@ def sanitize_streaming_responses_body(
             if _str_field(item, "type") in NAMESPACED_CALL_TYPES and item.get("namespace"):
                 item = _flat_call(item)
             candidates.append(item)
-        kept = [item for item in _validate_each(params_model, "input", candidates) if item is not None]
+        kept = [
+            item for item in _validate_each(params_model, "input", candidates) if item is not None
+        ]
         if carried:
             _hoist_carrier_tools(
-                cleaned, carried, ns_map, params_model,
-                drop_custom_tools, drop_hosted_tools, hoist_carrier_custom_tools,
+                cleaned,
+                carried,
+                ns_map,
+                params_model,
+                drop_custom_tools,
+                drop_hosted_tools,
+                hoist_carrier_custom_tools,
             )
         cleaned["input"] = _hoist_instructions(cleaned, kept)
 

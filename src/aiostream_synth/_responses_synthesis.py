@@ -93,7 +93,9 @@ def _prepare(
     resp = dict(as_json_dict(result, InvalidResultError, _WHAT))
     output = resp.get("output") or []
     if not isinstance(output, list):
-        raise InvalidResultError(_WHAT, ("output",), f"expected a list, got {type(output).__name__}")
+        raise InvalidResultError(
+            _WHAT, ("output",), f"expected a list, got {type(output).__name__}"
+        )
     for k, item in enumerate(output):
         if not isinstance(item, dict):
             raise InvalidResultError(
@@ -107,7 +109,11 @@ def _prepare(
 
 
 def _terminal_type(status: Any) -> str:
-    return _TERMINALS.get(status, "response.completed") if isinstance(status, str) else "response.completed"
+    return (
+        _TERMINALS.get(status, "response.completed")
+        if isinstance(status, str)
+        else "response.completed"
+    )
 
 
 def skeleton(resp: dict[str, Any]) -> dict[str, Any]:
@@ -125,14 +131,24 @@ def _minimal(
     resp: dict[str, Any], items: list[dict[str, Any]], include_created: bool, events: _Events
 ) -> None:
     if include_created:
-        events.emit({"type": "response.created", "response": {**resp, "status": "in_progress", "output": []}})
+        events.emit(
+            {
+                "type": "response.created",
+                "response": {**resp, "status": "in_progress", "output": []},
+            }
+        )
     for k, item in enumerate(items):
         events.emit({"type": "response.output_item.done", "output_index": k, "item": item})
     events.emit({"type": _terminal_type(resp.get("status")), "response": {**resp, "output": items}})
 
 
 def _text_part(
-    events: _Events, ids: dict[str, Any], part: dict[str, Any], field: str, kind: str, size: int | None
+    events: _Events,
+    ids: dict[str, Any],
+    part: dict[str, Any],
+    field: str,
+    kind: str,
+    size: int | None,
 ) -> None:
     """A content-part bracket whose text lives in ``field`` and streams as ``response.<kind>.*``."""
     text = part.get(field) or ""
@@ -149,7 +165,12 @@ def _text_part(
         events.emit(delta)
     for n, annotation in enumerate(part.get("annotations") or ()):
         events.emit(
-            {"type": "response.output_text.annotation.added", **ids, "annotation_index": n, "annotation": annotation}
+            {
+                "type": "response.output_text.annotation.added",
+                **ids,
+                "annotation_index": n,
+                "annotation": annotation,
+            }
         )
     done: dict[str, Any] = {"type": f"response.{kind}.done", **ids, field: text}
     if kind == "output_text":
@@ -170,7 +191,9 @@ def _full_item(events: _Events, k: int, item: dict[str, Any], size: int | None) 
         events.emit({"type": "response.output_item.added", "output_index": k, "item": added})
         for c, part in enumerate(item.get("content") or ()):
             if not isinstance(part, dict):
-                raise InvalidResultError(_WHAT, ("output", k, "content", c), "expected a part object")
+                raise InvalidResultError(
+                    _WHAT, ("output", k, "content", c), "expected a part object"
+                )
             ids = {**base, "content_index": c}
             if part.get("type") == "output_text":
                 _text_part(events, ids, part, "text", "output_text", size)
@@ -188,16 +211,34 @@ def _full_item(events: _Events, k: int, item: dict[str, Any], size: int | None) 
         for s, part in enumerate(item.get("summary") or ()):
             text = part.get("text") or "" if isinstance(part, dict) else None
             if not isinstance(text, str):
-                raise InvalidResultError(_WHAT, ("output", k, "summary", s), "expected a summary_text part")
+                raise InvalidResultError(
+                    _WHAT, ("output", k, "summary", s), "expected a summary_text part"
+                )
             ids = {**base, "summary_index": s}
-            events.emit({"type": "response.reasoning_summary_part.added", **ids, "part": {"type": "summary_text", "text": ""}})
+            events.emit(
+                {
+                    "type": "response.reasoning_summary_part.added",
+                    **ids,
+                    "part": {"type": "summary_text", "text": ""},
+                }
+            )
             for piece in _chunks(text, size):
-                events.emit({"type": "response.reasoning_summary_text.delta", **ids, "delta": piece})
+                events.emit(
+                    {"type": "response.reasoning_summary_text.delta", **ids, "delta": piece}
+                )
             events.emit({"type": "response.reasoning_summary_text.done", **ids, "text": text})
-            events.emit({"type": "response.reasoning_summary_part.done", **ids, "part": {"type": "summary_text", "text": text}})
+            events.emit(
+                {
+                    "type": "response.reasoning_summary_part.done",
+                    **ids,
+                    "part": {"type": "summary_text", "text": text},
+                }
+            )
         for c, part in enumerate(item.get("content") or ()):
             if not isinstance(part, dict):
-                raise InvalidResultError(_WHAT, ("output", k, "content", c), "expected a part object")
+                raise InvalidResultError(
+                    _WHAT, ("output", k, "content", c), "expected a part object"
+                )
             _text_part(events, {**base, "content_index": c}, part, "text", "reasoning_text", size)
     elif kind == "function_call":
         arguments = item.get("arguments") or ""
@@ -297,7 +338,9 @@ def responses_failure_frames(
         failed = {"id": rid, "object": "response", "status": "failed", "output": [], "error": error}
         events = _Events(sequence_start)
         if include_created:
-            events.emit({"type": "response.created", "response": {**failed, "status": "in_progress"}})
+            events.emit(
+                {"type": "response.created", "response": {**failed, "status": "in_progress"}}
+            )
         events.emit({"type": "response.failed", "response": failed})
         return events.frames
     env = skeleton({**(base or {}), "id": rid})
@@ -306,7 +349,9 @@ def responses_failure_frames(
         events.emit({"type": "response.created", "response": env})
         events.emit({"type": "response.in_progress", "response": env})
     events.emit({"type": "error", "code": error["code"], "message": message, "param": None})
-    events.emit({"type": "response.failed", "response": {**env, "status": "failed", "error": error}})
+    events.emit(
+        {"type": "response.failed", "response": {**env, "status": "failed", "error": error}}
+    )
     return events.frames
 
 
@@ -323,7 +368,12 @@ def responses_keepalive_frames(
     a full skeleton built from ``base`` (``model``, ``created_at``, request echoes...).
     """
     if base is None:
-        env: dict[str, Any] = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+        env: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "status": "in_progress",
+            "output": [],
+        }
     else:
         env = skeleton({**base, "id": response_id})
     events = _Events(sequence_start)
@@ -373,8 +423,13 @@ def synthesize_responses_failure_sse(
 ) -> Iterator[str]:
     """A terminal Responses failure stream; ``code=None`` becomes ``"server_error"`` (P6)."""
     for frame in responses_failure_frames(
-        message, code, response_id, include_created,
-        fidelity=fidelity, base=base, sequence_start=sequence_start,
+        message,
+        code,
+        response_id,
+        include_created,
+        fidelity=fidelity,
+        base=base,
+        sequence_start=sequence_start,
     ):
         yield frame.decode()
 

@@ -42,8 +42,7 @@ _REQUIRED_WRAPPERS: tuple[Any, ...] = tuple(
     | {getattr(typing, name) for name in ("Required", "NotRequired") if hasattr(typing, name)}
 )
 _REQUIRED: tuple[Any, ...] = tuple(
-    {typing_extensions.Required}
-    | ({typing.Required} if hasattr(typing, "Required") else set())
+    {typing_extensions.Required} | ({typing.Required} if hasattr(typing, "Required") else set())
 )
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
@@ -76,11 +75,14 @@ def _strict_typeddict(tp: type) -> Any:
             # Required-ness from the resolved hint: with postponed annotations (the SDK's
             # style) ``__required_keys__`` cannot see ``Required[...]`` written as a string.
             wrapper_origin = get_origin(hint)
-            required = wrapper_origin in _REQUIRED if wrapper_origin in _REQUIRED_WRAPPERS else total
+            required = (
+                wrapper_origin in _REQUIRED if wrapper_origin in _REQUIRED_WRAPPERS else total
+            )
             inner = strict_type(_strip_required(hint))
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[key] = wrapper[inner]
-        mirrored: Any = typing_extensions.TypedDict(tp.__name__, fields, total=False)  # type: ignore[operator]
+        make_typeddict: Any = typing_extensions.TypedDict
+        mirrored: Any = make_typeddict(tp.__name__, fields, total=False)
         mirrored.__pydantic_config__ = _FORBID
         mirrored.__module__ = __name__
         mirrored.__qualname__ = tp.__name__
@@ -97,7 +99,7 @@ def _type_tags(td: Any) -> tuple[list[str], bool] | None:
     if hint is None:
         return None
     tags: list[str] = []
-    for arm in get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,):
+    for arm in get_args(hint) if _is_union(hint) else (hint,):
         if get_origin(arm) in _LITERAL and all(isinstance(v, str) for v in get_args(arm)):
             tags.extend(get_args(arm))
         elif arm is type(None):
@@ -105,6 +107,11 @@ def _type_tags(td: Any) -> tuple[list[str], bool] | None:
         else:
             return None
     return tags, "type" not in getattr(td, "__required_keys__", ())
+
+
+def _is_union(tp: Any) -> bool:
+    origin: Any = get_origin(tp)
+    return origin is Union or origin is types.UnionType
 
 
 def _type_discriminator(value: Any) -> str | None:
@@ -131,10 +138,8 @@ def _strict_union(args: tuple[Any, ...]) -> Any:
                 typing.Annotated[Union[tuple(group)] if len(group) > 1 else group[0], Tag(tag)]  # noqa: UP007
                 for tag, group in groups.items()
             ]
-            discriminated = typing.Annotated[
-                Union[tuple(tagged)],  # noqa: UP007
-                Discriminator(_type_discriminator),
-            ]
+            annotated: Any = typing.Annotated
+            discriminated = annotated[Union[tuple(tagged)], Discriminator(_type_discriminator)]  # noqa: UP007
             others = [arm for arm in arms if not _is_typeddict(arm)]
             arms = [*others, discriminated]
     return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
@@ -149,8 +154,6 @@ def strict_type(tp: Any) -> Any:
         return tp
     args = get_args(tp)
     if origin in _ANNOTATED:
-        return strict_type(args[0])
-    if origin in _REQUIRED_WRAPPERS:
         return strict_type(args[0])
     if origin in (Union, types.UnionType):
         return _strict_union(args)
@@ -177,4 +180,3 @@ def list_item_type(annotation: Any) -> Any | None:
             if found is not None:
                 return found
     return None
-
