@@ -375,7 +375,7 @@ def responses_keepalive_frames(
             "output": [],
         }
     else:
-        env = skeleton({**base, "id": response_id})
+        env = skeleton({"id": response_id, **{k: v for k, v in base.items() if k != "id"}})
     events = _Events(sequence_start)
     if include_created:
         events.emit({"type": "response.created", "response": env})
