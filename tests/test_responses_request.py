@@ -22,9 +22,8 @@ from aiostream_synth import (
 )
 from aiostream_synth._pruning import delete_path
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-if not FIXTURES.exists():  # CI clones next to shared/ as well; fall back to the env override
-    FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+# Real Codex CLI 0.171.0 captures (personal paths replaced), copied from shared/fixtures.
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 
 FN = {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False}
 
