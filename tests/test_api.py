@@ -26,6 +26,7 @@ CORE = [
     "_strict_types",
     "_usage",
 ]
+COMMAND_LINE = ["_cli", "__main__"]
 FORBIDDEN_IN_CORE = {
     "anyio",
     "trio",
@@ -40,6 +41,7 @@ FORBIDDEN_IN_CORE = {
 def test_all_is_sorted_and_complete() -> None:
     """__all__ is sorted, names only what exists, and every public name is in it."""
     names = aiostream_synth.__all__
+
     # isort-style, as ruff's RUF022 keeps it: CONSTANTS, then Classes, then functions.
     def kind(name: str) -> int:
         bare = name.strip("_")
@@ -80,7 +82,12 @@ def test_core_modules_do_not_import_higher_layers() -> None:
 def test_every_module_is_classified() -> None:
     """A new module must be placed in a layer here."""
     modules = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__"}
-    assert modules == {*CORE, "_engine"}
+    assert modules == {*CORE, "_engine", *COMMAND_LINE}
+
+
+def test_engine_does_not_import_the_command_line() -> None:
+    """The engine sits below the CLI."""
+    assert not {f"aiostream_synth.{m}" for m in COMMAND_LINE} & _imports("_engine")
 
 
 def test_package_is_typed() -> None:

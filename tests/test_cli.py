@@ -8,7 +8,9 @@ from aiostream_synth._cli import main
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_demo_prints_keepalives_then_both_streams(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_prints_keepalives_then_both_streams(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The demo shows keepalives, the chat chunks ending in [DONE], and a completed Responses stream."""
     assert main(["demo", "--delay", "0.05", "--keepalive", "0.02", "--backend", backend]) == 0
     out = capsys.readouterr().out

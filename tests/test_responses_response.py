@@ -606,3 +606,20 @@ def test_sdk_stream_helper_accepts_keepalive_then_continuation(
         )
     )
     _check_stream(frames.encode(), {**result, "id": "resp_keep"})
+
+
+@pytest.mark.parametrize("base", [None, {"model": "m", "created_at": 5, "id": "ignored"}])
+@pytest.mark.parametrize("include_created", [True, False])
+def test_cached_keepalive_matches_the_reference_builder(base: Any, include_created: bool) -> None:
+    """The engine's pre-serialized keepalive frames equal responses_keepalive_frames'."""
+    from aiostream_synth._responses_synthesis import ResponsesKeepalive, responses_keepalive_frames
+
+    for numbered in (True, False):
+        cached = ResponsesKeepalive("resp_k", base=base, numbered=numbered).frames(
+            include_created=include_created, sequence_start=7
+        )
+        plain = responses_keepalive_frames(
+            "resp_k", include_created, base=base, sequence_start=7 if numbered else None
+        )
+        assert [parse(f)[0].json() for f in cached] == [parse(f)[0].json() for f in plain]
+        assert [parse(f)[0].event for f in cached] == [parse(f)[0].event for f in plain]

@@ -72,13 +72,19 @@ async def _demo(delay: float, keepalive: float) -> None:
 
     runs: list[tuple[str, Any]] = [
         ("chat", ChatDialect(include_usage=True)),
-        ("responses", ResponsesDialect(ns_map={"weather__get": ("weather", "get")}, base={"model": "demo-model"})),
+        (
+            "responses",
+            ResponsesDialect(
+                ns_map={"weather__get": ("weather", "get")}, base={"model": "demo-model"}
+            ),
+        ),
     ]
     for name, dialect in runs:
         result = _COMPLETION if name == "chat" else _RESPONSE
         print(f"=== {name}: backend answers after {delay:g}s, keepalive every {keepalive:g}s")
         start = time.monotonic()
-        async with SynthesizedStream(lambda r=result: slow(r), dialect, keepalive_interval=keepalive) as stream:
+        backend = functools.partial(slow, result)
+        async with SynthesizedStream(backend, dialect, keepalive_interval=keepalive) as stream:
             async for frame in stream:
                 text = frame.decode().rstrip("\n")
                 print(f"[{time.monotonic() - start:5.2f}s] {text}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,10 +36,10 @@ from ._failures import Failure, classify_failure
 from ._namespaces import NamespaceMap
 from ._responses_synthesis import (
     Fidelity,
+    ResponsesKeepalive,
     new_response_id,
     responses_failure_frames,
     responses_frames,
-    responses_keepalive_frames,
 )
 
 __all__ = [
@@ -109,6 +108,31 @@ class SynthesizedStream:
       outcome to ``on_abandoned`` and cancels it if the time runs out.
     """
 
+    __slots__ = (
+        "_backend",
+        "_committed",
+        "_dialect",
+        "_done",
+        "_done_event",
+        "_entered",
+        "_error",
+        "_finish_timeout",
+        "_finished",
+        "_interval",
+        "_keepalive",
+        "_keepalives",
+        "_next_tick",
+        "_on_abandoned",
+        "_on_disconnect",
+        "_pending",
+        "_response_id",
+        "_result",
+        "_seq",
+        "_sleep_scope",
+        "_task_group",
+        "_timeout",
+    )
+
     def __init__(
         self,
         backend: Backend,
@@ -131,17 +155,22 @@ class SynthesizedStream:
         self._on_disconnect = on_disconnect
         self._finish_timeout = finish_timeout
         self._on_abandoned = on_abandoned
-        self._done = anyio.Event()
+        self._done = False
+        # Waiters on completion: the consumer's tick sleep (cancelled once by the backend's
+        # completion) and, only under the finish policy, an Event created on demand.
+        self._sleep_scope: anyio.CancelScope | None = None
+        self._done_event: anyio.Event | None = None
         self._result: Any = None
         self._error: Exception | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._pending: deque[bytes] = deque()
+        self._pending: list[bytes] = []  # reversed: the next frame is at the end
         self._next_tick = 0.0
         self._keepalives = 0
         self._committed = False
         self._finished = False
         self._entered = False
         self._seq = 0
+        self._keepalive: ResponsesKeepalive | None = None
         self._response_id = (
             (dialect.response_id or new_response_id())
             if isinstance(dialect, ResponsesDialect)
@@ -184,11 +213,12 @@ class SynthesizedStream:
     ) -> bool | None:
         task_group = self._task_group
         assert task_group is not None
-        if not self._done.is_set():
+        if not self._done:
             if self._on_disconnect == "finish":
+                self._done_event = anyio.Event()
                 with anyio.move_on_after(self._finish_timeout, shield=True):
-                    await self._done.wait()
-                if self._done.is_set():
+                    await self._done_event.wait()
+                if self._backend_done():
                     self._report_abandoned()
             task_group.cancel_scope.cancel()
         try:
@@ -201,21 +231,36 @@ class SynthesizedStream:
                 raise inner from inner.__cause__
             raise
 
+    def _backend_done(self) -> bool:
+        # A method, not the attribute, so type checkers do not assume it cannot change
+        # across an await.
+        return self._done
+
     def _report_abandoned(self) -> None:
         if self._on_abandoned is not None:
             self._on_abandoned(StreamOutcome(self._result, self._error))
 
+    async def _call_backend(self) -> Any:
+        result = self._backend()
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
     async def _run_backend(self) -> None:
         try:
-            with anyio.fail_after(self._timeout):
-                result = self._backend()
-                if inspect.isawaitable(result):
-                    result = await result
-            self._result = result
-        except Exception as exc:
+            if self._timeout is None:
+                self._result = await self._call_backend()
+            else:
+                with anyio.fail_after(self._timeout):
+                    self._result = await self._call_backend()
+        except Exception as exc:  # any backend failure becomes the outcome
             self._error = exc
         finally:
-            self._done.set()
+            self._done = True
+            if self._sleep_scope is not None:
+                self._sleep_scope.cancel()
+            if self._done_event is not None:
+                self._done_event.set()
 
     # -- iteration ----------------------------------------------------------------------------
     def __aiter__(self) -> SynthesizedStream:
@@ -229,35 +274,43 @@ class SynthesizedStream:
             return self._take()
         if self._finished:
             raise StopAsyncIteration
-        while not self._done.is_set():
-            with anyio.CancelScope(deadline=self._next_tick):
-                await self._done.wait()
-            if self._done.is_set():
+        while not self._done:
+            # Sleep until the next tick; the backend's completion cancels this sleep once.
+            # (A deadline scope would expire by cancellation: an exception on every tick.)
+            with anyio.CancelScope() as scope:
+                self._sleep_scope = scope
+                await anyio.sleep(max(self._next_tick - anyio.current_time(), 0.0))
+            self._sleep_scope = None
+            if self._backend_done():
                 break
             self._next_tick = max(self._next_tick + self._interval, anyio.current_time())
             frames = self._keepalive_frames()
             if frames:
                 self._keepalives += 1
-                self._pending.extend(frames)
-                return self._take()
+                return self._take(frames)
         self._finished = True
-        self._pending.extend(self._final_frames())
-        return self._take()
+        return self._take(self._final_frames())
 
-    def _take(self) -> bytes:
+    def _take(self, frames: list[bytes] | None = None) -> bytes:
+        if frames is not None:
+            frames.reverse()
+            self._pending = frames
         self._committed = True
-        return self._pending.popleft()
+        return self._pending.pop()
 
     def _keepalive_frames(self) -> list[bytes]:
         dialect = self._dialect
         if isinstance(dialect, ChatDialect):
             return [CHAT_KEEPALIVE_FRAME] if dialect.keepalive == "comment" else []
-        assert self._response_id is not None
-        frames = responses_keepalive_frames(
-            self._response_id,
-            include_created=not self._committed,
-            base=None if dialect.fidelity == "minimal" else dict(dialect.base or {}),
-            sequence_start=self._seq if dialect.fidelity == "full" else None,
+        if self._keepalive is None:
+            assert self._response_id is not None
+            self._keepalive = ResponsesKeepalive(
+                self._response_id,
+                base=None if dialect.fidelity == "minimal" else dict(dialect.base or {}),
+                numbered=dialect.fidelity == "full",
+            )
+        frames = self._keepalive.frames(
+            include_created=not self._committed, sequence_start=self._seq
         )
         self._seq += len(frames)
         return frames

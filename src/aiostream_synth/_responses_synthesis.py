@@ -40,6 +40,7 @@ from ._usage import wire_responses_usage
 
 __all__ = [
     "Fidelity",
+    "ResponsesKeepalive",
     "is_responses_lifecycle_chunk",
     "new_response_id",
     "responses_failure_frames",
@@ -355,6 +356,12 @@ def responses_failure_frames(
     return events.frames
 
 
+def _envelope(response_id: str, base: dict[str, Any] | None) -> dict[str, Any]:
+    if base is None:
+        return {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+    return skeleton({"id": response_id, **{k: v for k, v in base.items() if k != "id"}})
+
+
 def responses_keepalive_frames(
     response_id: str,
     include_created: bool,
@@ -367,20 +374,41 @@ def responses_keepalive_frames(
     Without ``base`` the envelope is the reference's ``{id, object, status, output}``; with it,
     a full skeleton built from ``base`` (``model``, ``created_at``, request echoes...).
     """
-    if base is None:
-        env: dict[str, Any] = {
-            "id": response_id,
-            "object": "response",
-            "status": "in_progress",
-            "output": [],
-        }
-    else:
-        env = skeleton({"id": response_id, **{k: v for k, v in base.items() if k != "id"}})
+    env = _envelope(response_id, base)
     events = _Events(sequence_start)
     if include_created:
         events.emit({"type": "response.created", "response": env})
     events.emit({"type": "response.in_progress", "response": env})
     return events.frames
+
+
+class ResponsesKeepalive:
+    """Keepalive frames for one stream, its envelope serialized once (the engine's hot path).
+
+    Produces exactly what :func:`responses_keepalive_frames` does for the same arguments.
+    """
+
+    __slots__ = ("_created", "_in_progress", "_numbered")
+
+    def __init__(self, response_id: str, *, base: dict[str, Any] | None, numbered: bool) -> None:
+        envelope = dumps(_envelope(response_id, base), _WHAT)
+        self._numbered = numbered
+        self._created = b'{"type":"response.created","response":' + envelope
+        self._in_progress = b'{"type":"response.in_progress","response":' + envelope
+
+    def _frame(self, head: bytes, event: str, seq: int) -> bytes:
+        tail = b',"sequence_number":' + str(seq).encode() + b"}" if self._numbered else b"}"
+        return event_prefix(event) + head + tail + b"\n\n"
+
+    def frames(self, *, include_created: bool, sequence_start: int) -> list[bytes]:
+        """``[created,] in_progress``, numbered from ``sequence_start`` when numbered."""
+        out = []
+        seq = sequence_start
+        if include_created:
+            out.append(self._frame(self._created, "response.created", seq))
+            seq += 1
+        out.append(self._frame(self._in_progress, "response.in_progress", seq))
+        return out
 
 
 def synthesize_responses_sse(

@@ -1,0 +1,161 @@
+"""A deterministic benchmark corpus: the same shapes for both dialects."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+from typing import Any
+
+_WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "while",
+    "agents",
+    "wait",
+    "for",
+    "their",
+    "backend",
+]
+_NON_ASCII = ["Grüße", "aus", "Köln", "—", "東京の天気は晴れ", "☀️", "Привет", "мир"]
+
+
+def _text(n: int, words: list[str] = _WORDS) -> str:
+    out: list[str] = []
+    size = 0
+    i = 0
+    while size < n:
+        word = words[i % len(words)]
+        out.append(word)
+        size += len(word) + 1
+        i += 1
+    return " ".join(out)[:n]
+
+
+def _call(k: int) -> dict[str, Any]:
+    return {
+        "id": f"call_{k}",
+        "type": "function",
+        "function": {
+            "name": f"tool_{k}",
+            "arguments": json.dumps({"path": f"/src/file_{k}.py", "line": k}),
+        },
+    }
+
+
+def chat_completion(
+    content: str, *, reasoning: str | None = None, calls: int = 0, n: int = 1
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = [_call(k) for k in range(calls)]
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "bench-model",
+        "choices": [
+            {
+                "index": i,
+                "message": copy.deepcopy(message),
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+            for i in range(n)
+        ],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500},
+    }
+
+
+def responses_result(
+    content: str, *, reasoning: str | None = None, calls: int = 0, n: int = 1
+) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    for i in range(n):
+        if reasoning:
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{i}",
+                    "summary": [{"type": "summary_text", "text": reasoning}],
+                }
+            )
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{i}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}],
+            }
+        )
+        for k in range(calls):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{i}_{k}",
+                    "call_id": f"call_{k}",
+                    "name": f"tool_{k}",
+                    "arguments": json.dumps({"path": f"/src/file_{k}.py", "line": k}),
+                    "status": "completed",
+                }
+            )
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "model": "bench-model",
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {"input_tokens": 1200, "output_tokens": 300, "total_tokens": 1500},
+    }
+
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "small": {"content": "Hello! How can I help you today?"},
+    "medium": {"content": _text(2048), "reasoning": _text(1024)},
+    "large 64KB": {"content": _text(65536)},
+    "20 tool calls": {"content": "Running the tools.", "calls": 20},
+    "n=4": {"content": _text(512), "n": 4},
+    "non-ASCII": {"content": _text(2048, _NON_ASCII), "reasoning": _text(512, _NON_ASCII)},
+}
+
+FIXTURE = (
+    pathlib.Path(__file__).resolve().parents[1]
+    / "tests"
+    / "fixtures"
+    / "codex-0.171.0-request-text-turn.json"
+)
+
+
+def codex_request(target_bytes: int | None = None) -> dict[str, Any]:
+    """The real Codex text-turn request; with ``target_bytes``, grown with replayed turns to that size."""
+    body: dict[str, Any] = json.loads(FIXTURE.read_text())["body"]
+    if target_bytes:
+        k = 0
+        while len(json.dumps(body)) < target_bytes:
+            body["input"].append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{k}",
+                    "name": "exec_command",
+                    "call_id": f"call_{k}",
+                    "arguments": json.dumps({"cmd": f"cat src/file_{k}.py"}),
+                }
+            )
+            body["input"].append(
+                {"type": "function_call_output", "call_id": f"call_{k}", "output": _text(1500)}
+            )
+            k += 1
+    return body
