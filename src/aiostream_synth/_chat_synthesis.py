@@ -93,9 +93,17 @@ def _tool_call_delta(k: int, call: Any, path: tuple[str | int, ...]) -> dict[str
     }
 
 
-def _choice_deltas(
+_OPEN = b',"finish_reason":null}'
+
+
+def _choice_bodies(
     index: int, choice: Any, *, reasoning_alias: bool, include_logprobs: bool
-) -> list[dict[str, Any]]:
+) -> list[tuple[bytes, ...]]:
+    """The pieces of the serialized choice object of each of one choice's chunks (B-C17..B-C25).
+
+    Only the variable values are serialized; the fixed JSON around them is spliced in, and each
+    frame is joined once, so a 64 KB content string is encoded once and copied once.
+    """
     path: tuple[str | int, ...] = ("choices", index)
     if not isinstance(choice, dict):
         raise _fail(path, f"expected a choice object, got {type(choice).__name__}")
@@ -103,46 +111,37 @@ def _choice_deltas(
     if not isinstance(message, dict):
         raise _fail((*path, "message"), f"expected an object, got {type(message).__name__}")
     mpath = (*path, "message")
+    lead = b'{"index":%d,"delta":' % index
 
-    deltas: list[dict[str, Any]] = [
-        {
-            "index": index,
-            "delta": {"role": message.get("role") or "assistant"},
-            "finish_reason": None,
-        }
-    ]
+    role = dumps(message.get("role") or "assistant", _WHAT, mpath)
+    bodies: list[tuple[bytes, ...]] = [(lead, b'{"role":', role, b"}", _OPEN)]
     reasoning = _text(message.get("reasoning_content"), (*mpath, "reasoning_content")) or _text(
         message.get("reasoning"), (*mpath, "reasoning")
     )
     if reasoning:
-        delta = {"reasoning_content": reasoning}
-        if reasoning_alias:
-            delta["reasoning"] = reasoning
-        deltas.append({"index": index, "delta": delta, "finish_reason": None})
+        text = dumps(reasoning)
+        alias = b',"reasoning":' + text if reasoning_alias else b""
+        bodies.append((lead, b'{"reasoning_content":', text, alias, b"}", _OPEN))
     content = _text(message.get("content"), (*mpath, "content"))
     if content:
-        chunk: dict[str, Any] = {
-            "index": index,
-            "delta": {"content": content},
-            "finish_reason": None,
-        }
-        if include_logprobs and choice.get("logprobs") is not None:
-            chunk["logprobs"] = choice["logprobs"]
-        deltas.append(chunk)
+        logprobs = choice.get("logprobs") if include_logprobs else None
+        extra = b"" if logprobs is None else b',"logprobs":' + dumps(logprobs, _WHAT, (*path, "logprobs"))
+        bodies.append((lead, b'{"content":', dumps(content), b'},"finish_reason":null', extra, b"}"))
     refusal = _text(message.get("refusal"), (*mpath, "refusal"))
     if refusal:
-        deltas.append({"index": index, "delta": {"refusal": refusal}, "finish_reason": None})
+        bodies.append((lead, b'{"refusal":', dumps(refusal), b"}", _OPEN))
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise _fail((*mpath, "tool_calls"), f"expected a list, got {type(tool_calls).__name__}")
     if tool_calls:
         calls = [
-            _tool_call_delta(k, call, (*mpath, "tool_calls", k))
-            for k, call in enumerate(tool_calls)
+            _tool_call_delta(k, call, (*mpath, "tool_calls", k)) for k, call in enumerate(tool_calls)
         ]
-        deltas.append({"index": index, "delta": {"tool_calls": calls}, "finish_reason": None})
-    deltas.append({"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")})
-    return deltas
+        encoded = dumps(calls, _WHAT, (*mpath, "tool_calls"))
+        bodies.append((lead, b'{"tool_calls":', encoded, b"}", _OPEN))
+    finish = dumps(choice.get("finish_reason"), _WHAT, (*path, "finish_reason"))
+    bodies.append((lead, b'{},"finish_reason":', finish, b"}"))
+    return bodies
 
 
 def chat_frames(
@@ -151,52 +150,43 @@ def chat_frames(
     *,
     emit_reasoning_alias: bool = False,
     include_logprobs: bool = False,
-) -> Iterator[bytes]:
-    """The SSE frames (bytes) for ``completion``; validation happens before this returns."""
+) -> list[bytes]:
+    """All SSE frames (bytes) for ``completion``; raises before producing any on bad input."""
     data = as_json_dict(completion, InvalidResultError, _WHAT)
     choices = data.get("choices") or []
     if not isinstance(choices, list):
         raise _fail(("choices",), f"expected a list, got {type(choices).__name__}")
-    deltas = [
-        delta
+    # One serialization of the fields every chunk shares (B-C14, B-C15), its closing brace cut.
+    shared = dumps(
+        {
+            "id": data.get("id"),
+            "object": "chat.completion.chunk",
+            "created": data.get("created"),
+            "model": data.get("model"),
+        },
+        _WHAT,
+    )
+    head = b"data: " + shared[:-1] + b',"choices":['
+    fingerprint = data.get("system_fingerprint")
+    close = (
+        b"]"
+        if fingerprint is None
+        else b'],"system_fingerprint":' + dumps(fingerprint, _WHAT, ("system_fingerprint",))
+    )
+    tail = close + b"}\n\n"
+    frames = [
+        b"".join((head, *body, tail))
         for index, choice in enumerate(choices)
-        for delta in _choice_deltas(
+        for body in _choice_bodies(
             index, choice, reasoning_alias=emit_reasoning_alias, include_logprobs=include_logprobs
         )
     ]
-    head = (
-        b'data: {"id":'
-        + dumps(data.get("id"), _WHAT, ("id",))
-        + b',"object":"chat.completion.chunk","created":'
-        + dumps(data.get("created"), _WHAT, ("created",))
-        + b',"model":'
-        + dumps(data.get("model"), _WHAT, ("model",))
-        + b',"choices":['
-    )
-    fingerprint = data.get("system_fingerprint")
-    close = b"]" if fingerprint is None else b'],"system_fingerprint":' + dumps(fingerprint)
     usage = data.get("usage") if include_usage else None
-    usage_frame = (
-        None
-        if usage is None
-        else head
-        + close
-        + b',"usage":'
-        + dumps(wire_chat_usage(usage), _WHAT, ("usage",))
-        + b"}\n\n"
-    )
-    tail = close + b"}\n\n"
-    return _emit(head, tail, [dumps(d, _WHAT, ("choices",)) for d in deltas], usage_frame)
-
-
-def _emit(
-    head: bytes, tail: bytes, bodies: list[bytes], usage_frame: bytes | None
-) -> Iterator[bytes]:
-    for body in bodies:
-        yield head + body + tail
-    if usage_frame is not None:
-        yield usage_frame
-    yield DONE_FRAME
+    if usage is not None:
+        usage_json = dumps(wire_chat_usage(usage), _WHAT, ("usage",))
+        frames.append(head + close + b',"usage":' + usage_json + b"}\n\n")
+    frames.append(DONE_FRAME)
+    return frames
 
 
 def synthesize_chat_completion_sse(
