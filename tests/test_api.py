@@ -20,6 +20,7 @@ CORE = [
     "_namespaces",
     "_params",
     "_pruning",
+    "_requests",
     "_responses_sanitize",
     "_responses_synthesis",
     "_sse",

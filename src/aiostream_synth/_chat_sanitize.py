@@ -11,15 +11,22 @@ Deliberate differences from the upstream reference module:
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidRequestError
 from ._params import CHAT_PROVIDER_EXTENSION_FIELDS, ChatCompletionParams, param_fields
+from ._pruning import validate_pruning
 
-__all__ = ["chat_param_fields", "sanitize_streaming_chat_body", "wants_usage"]
+__all__ = [
+    "chat_param_fields",
+    "sanitize_streaming_chat_body",
+    "validate_streaming_chat_params",
+    "wants_usage",
+]
 
 LOG = logging.getLogger("aiostream_synth.chat")
 
@@ -66,3 +73,19 @@ def sanitize_streaming_chat_body(
     if dropped:
         LOG.debug("dropped chat request fields not in the params model: %s", sorted(dropped))
     return cleaned, wants_usage(body.get("stream_options"))
+
+
+def validate_streaming_chat_params(
+    body: dict[str, Any], *, params_model: type[BaseModel] = ChatCompletionParams
+) -> BaseModel:
+    """Validate a sanitized chat body against the strict params model, pruning unknown keys.
+
+    The chat counterpart of :func:`validate_streaming_responses_params`: unknown keys anywhere
+    (also inside a message or tool spec) are removed with one WARNING each; other errors raise
+    pydantic's :class:`ValidationError`. The input is never mutated.
+    """
+    try:
+        return params_model.model_validate(body)
+    except ValidationError:
+        pass
+    return validate_pruning(params_model.model_validate, copy.deepcopy(body), LOG)

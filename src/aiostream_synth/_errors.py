@@ -7,7 +7,8 @@
      │    ├── InvalidResultError             a completion / Responses result cannot be synthesized
      │    ├── InvalidRequestError            a request body cannot be sanitized
      │    └── InvalidSSEFieldError           an SSE event name or id contains CR or LF
-     └── BackendError                        the backend failed before anything was sent
+     ├── BackendError                        the backend failed before anything was sent
+     └── RequestError                        an HTTP request is refused before anything is sent
 
 Every leaf that reports bad input is also a :class:`ValueError`, so callers that already catch
 ``ValueError`` keep working. :class:`BackendError` carries an HTTP status and an OpenAI-shaped
@@ -27,6 +28,8 @@ __all__ = [
     "InvalidRequestError",
     "InvalidResultError",
     "InvalidSSEFieldError",
+    "RequestError",
+    "StreamAborted",
 ]
 
 
@@ -76,3 +79,31 @@ class BackendError(AiostreamSynthError):
         self.body = body
         error = body.get("error") or {}
         super().__init__(f"HTTP {status_code}: {error.get('message', '')}")
+
+
+class RequestError(AiostreamSynthError):
+    """An HTTP request is refused before the stream is committed (4xx / 503).
+
+    ``body`` is OpenAI's error shape ``{"error": {"message", "type", "param", "code"}}``.
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ) -> None:
+        self.status_code = status_code
+        self.body: dict[str, Any] = {
+            "error": {"message": message, "type": type, "param": param, "code": code}
+        }
+        super().__init__(f"HTTP {status_code}: {message}")
+
+
+class StreamAborted(AiostreamSynthError):
+    """The stream was ended on purpose (server shutdown); ``status_code`` is 503."""
+
+    status_code = 503

@@ -9,9 +9,9 @@ an annotation so that pydantic validates it eagerly and strictly:
   so an unknown key anywhere is reported as ``extra_forbidden`` at a literal location;
 * ``Iterable`` / ``Sequence`` / ``SequenceNotStr`` become ``list``; ``Annotated`` metadata is
   dropped;
-* a union of ``TypedDict`` arms that all declare a literal ``type`` becomes a union
-  discriminated on that key, so a bad tool spec or input item is reported against the arms of
-  its own type only, instead of against all thirty arms of the union.
+* a union of ``TypedDict`` arms that all declare a literal ``type`` (else ``role``: chat
+  messages) becomes a union discriminated on that key, so a bad tool spec, input item or
+  message is reported against the arms of its own kind only, not against every arm.
 
 The field sets therefore follow whatever openai version is installed.
 """
@@ -21,6 +21,8 @@ from __future__ import annotations
 import collections.abc
 import types
 import typing
+from collections.abc import Callable
+from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 import typing_extensions
@@ -29,7 +31,8 @@ from pydantic import ConfigDict, Discriminator, Tag
 __all__ = ["list_item_type", "strict_type"]
 
 _FORBID = ConfigDict(extra="forbid")
-_MISSING_TAG = "<no type>"
+_MISSING_TAG = "<absent>"
+_DISCRIMINATOR_KEYS = ("type", "role")
 _LIST_ORIGINS: tuple[Any, ...] = (
     collections.abc.Iterable,
     collections.abc.Sequence,
@@ -92,10 +95,10 @@ def _strict_typeddict(tp: type) -> Any:
     return mirrored
 
 
-def _type_tags(td: Any) -> tuple[list[str], bool] | None:
-    """The literal ``type`` values an (already mirrored) TypedDict accepts, and whether
-    ``type`` may be omitted; ``None`` when ``type`` is not a literal."""
-    hint = typing_extensions.get_type_hints(td).get("type")
+def _literal_tags(td: Any, key: str) -> tuple[list[str], bool] | None:
+    """The literal values an (already mirrored) TypedDict accepts for ``key``, and whether
+    ``key`` may be omitted; ``None`` when the field is not a string literal."""
+    hint = typing_extensions.get_type_hints(td).get(key)
     if hint is None:
         return None
     tags: list[str] = []
@@ -106,7 +109,7 @@ def _type_tags(td: Any) -> tuple[list[str], bool] | None:
             continue
         else:
             return None
-    return tags, "type" not in getattr(td, "__required_keys__", ())
+    return tags, key not in getattr(td, "__required_keys__", ())
 
 
 def _is_union(tp: Any) -> bool:
@@ -114,20 +117,24 @@ def _is_union(tp: Any) -> bool:
     return origin is Union or origin is types.UnionType
 
 
-def _type_discriminator(value: Any) -> str | None:
-    if isinstance(value, dict):
-        tag = value.get("type", _MISSING_TAG)
-        return tag if isinstance(tag, str) else None
-    return None
+@cache
+def _discriminator(key: str) -> Callable[[Any], str | None]:
+    def tag_of(value: Any) -> str | None:
+        if isinstance(value, dict):
+            tag = value.get(key, _MISSING_TAG)
+            return tag if isinstance(tag, str) else None
+        return None
+
+    tag_of.__name__ = f"{key}_tag"
+    return tag_of
 
 
-def _strict_union(args: tuple[Any, ...]) -> Any:
-    arms = [strict_type(arm) for arm in args]
-    dict_arms = [arm for arm in arms if _is_typeddict(arm)]
-    if len(dict_arms) >= 2:
+def _discriminated(dict_arms: list[Any]) -> Any | None:
+    """The arms as a union discriminated on ``type`` (or else ``role``), if they allow it."""
+    for key in _DISCRIMINATOR_KEYS:
         groups: dict[str, list[Any]] = {}
         for arm in dict_arms:
-            found = _type_tags(arm)
+            found = _literal_tags(arm, key)
             if found is None:
                 break
             tags, optional = found
@@ -139,9 +146,17 @@ def _strict_union(args: tuple[Any, ...]) -> Any:
                 for tag, group in groups.items()
             ]
             annotated: Any = typing.Annotated
-            discriminated = annotated[Union[tuple(tagged)], Discriminator(_type_discriminator)]  # noqa: UP007
-            others = [arm for arm in arms if not _is_typeddict(arm)]
-            arms = [*others, discriminated]
+            return annotated[Union[tuple(tagged)], Discriminator(_discriminator(key))]  # noqa: UP007
+    return None
+
+
+def _strict_union(args: tuple[Any, ...]) -> Any:
+    arms = [strict_type(arm) for arm in args]
+    dict_arms = [arm for arm in arms if _is_typeddict(arm)]
+    if len(dict_arms) >= 2:
+        discriminated = _discriminated(dict_arms)
+        if discriminated is not None:
+            arms = [*(arm for arm in arms if not _is_typeddict(arm)), discriminated]
     return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
 
 
