@@ -27,6 +27,8 @@ CORE = [
     "_strict_types",
     "_usage",
 ]
+ENGINE = ["_engine", "_shutdown"]
+ADAPTERS = ["_asgi"]  # and the public submodule starlette.py
 COMMAND_LINE = ["_cli", "__main__"]
 FORBIDDEN_IN_CORE = {
     "anyio",
@@ -83,12 +85,18 @@ def test_core_modules_do_not_import_higher_layers() -> None:
 def test_every_module_is_classified() -> None:
     """A new module must be placed in a layer here."""
     modules = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__"}
-    assert modules == {*CORE, "_engine", *COMMAND_LINE}
+    assert {p.stem for p in PACKAGE.glob("[!_]*.py")} == {"starlette"}
+    assert modules == {*CORE, *ENGINE, *ADAPTERS, *COMMAND_LINE}
 
 
-def test_engine_does_not_import_the_command_line() -> None:
-    """The engine sits below the CLI."""
-    assert not {f"aiostream_synth.{m}" for m in COMMAND_LINE} & _imports("_engine")
+def test_each_layer_imports_only_layers_below() -> None:
+    """engine ↛ adapters, CLI; adapters ↛ CLI; the native path never imports starlette."""
+    above_engine = {f"aiostream_synth.{m}" for m in [*ADAPTERS, "starlette", *COMMAND_LINE]}
+    for module in ENGINE:
+        assert not above_engine & _imports(module), module
+    for module in [*ADAPTERS, "starlette"]:
+        assert not {f"aiostream_synth.{m}" for m in COMMAND_LINE} & _imports(module), module
+    assert not {"starlette", "sse_starlette"} & {n.split(".")[0] for n in _imports("_asgi")}
 
 
 def test_package_is_typed() -> None:

@@ -5,12 +5,19 @@ Layers, each importing only those below it:
 * synthesis and sanitizing (pure, no I/O): :func:`synthesize_chat_completion_sse`,
   :func:`synthesize_responses_sse`, :func:`sanitize_streaming_chat_body`,
   :func:`sanitize_streaming_responses_body`, ...;
-* the engine (anyio; asyncio and trio): :class:`SynthesizedStream`.
+* the engine (anyio; asyncio and trio): :class:`SynthesizedStream`, :class:`ShutdownSignal`;
+* adapters: the native ASGI app :class:`SynthesizingApp`, and the sse-starlette adapter in the
+  public submodule :mod:`aiostream_synth.starlette` (``starlette`` extra).
 """
 
 from importlib.metadata import version as _version
 
+from ._asgi import BackendCall as BackendCall
+from ._asgi import CompletionBackend as CompletionBackend
+from ._asgi import StreamSettings as StreamSettings
+from ._asgi import SynthesizingApp as SynthesizingApp
 from ._chat_sanitize import sanitize_streaming_chat_body as sanitize_streaming_chat_body
+from ._chat_sanitize import validate_streaming_chat_params as validate_streaming_chat_params
 from ._chat_synthesis import CHAT_KEEPALIVE_FRAME as CHAT_KEEPALIVE_FRAME
 from ._chat_synthesis import chat_error_frame as chat_error_frame
 from ._chat_synthesis import synthesize_chat_completion_sse as synthesize_chat_completion_sse
@@ -28,6 +35,8 @@ from ._errors import InvalidInputError as InvalidInputError
 from ._errors import InvalidRequestError as InvalidRequestError
 from ._errors import InvalidResultError as InvalidResultError
 from ._errors import InvalidSSEFieldError as InvalidSSEFieldError
+from ._errors import RequestError as RequestError
+from ._errors import StreamAborted as StreamAborted
 from ._failures import Failure as Failure
 from ._failures import classify_failure as classify_failure
 from ._namespaces import NamespaceMap as NamespaceMap
@@ -35,6 +44,9 @@ from ._namespaces import flatten_namespace_tools as flatten_namespace_tools
 from ._namespaces import restore_namespace_tool_calls as restore_namespace_tool_calls
 from ._params import ChatCompletionParams as ChatCompletionParams
 from ._params import ResponsesParams as ResponsesParams
+from ._requests import PreparedRequest as PreparedRequest
+from ._requests import SanitizeOptions as SanitizeOptions
+from ._requests import prepare_request as prepare_request
 from ._responses_sanitize import (
     sanitize_streaming_responses_body as sanitize_streaming_responses_body,
 )
@@ -50,6 +62,7 @@ from ._responses_synthesis import (
     synthesize_responses_keepalive_sse as synthesize_responses_keepalive_sse,
 )
 from ._responses_synthesis import synthesize_responses_sse as synthesize_responses_sse
+from ._shutdown import ShutdownSignal as ShutdownSignal
 from ._sse import DONE_FRAME as DONE_FRAME
 from ._sse import comment_frame as comment_frame
 from ._sse import data_frame as data_frame
@@ -62,9 +75,11 @@ __all__ = [
     "DONE_FRAME",
     "AiostreamSynthError",
     "Backend",
+    "BackendCall",
     "BackendError",
     "ChatCompletionParams",
     "ChatDialect",
+    "CompletionBackend",
     "Dialect",
     "Failure",
     "Fidelity",
@@ -74,10 +89,17 @@ __all__ = [
     "InvalidSSEFieldError",
     "NamespaceMap",
     "OnDisconnect",
+    "PreparedRequest",
+    "RequestError",
     "ResponsesDialect",
     "ResponsesParams",
+    "SanitizeOptions",
+    "ShutdownSignal",
+    "StreamAborted",
     "StreamOutcome",
+    "StreamSettings",
     "SynthesizedStream",
+    "SynthesizingApp",
     "__version__",
     "chat_error_frame",
     "classify_failure",
@@ -86,6 +108,7 @@ __all__ = [
     "event_frame",
     "flatten_namespace_tools",
     "is_responses_lifecycle_chunk",
+    "prepare_request",
     "restore_namespace_tool_calls",
     "sanitize_streaming_chat_body",
     "sanitize_streaming_responses_body",
@@ -93,6 +116,7 @@ __all__ = [
     "synthesize_responses_failure_sse",
     "synthesize_responses_keepalive_sse",
     "synthesize_responses_sse",
+    "validate_streaming_chat_params",
     "validate_streaming_responses_params",
     "wants_stream",
 ]

@@ -125,8 +125,14 @@ def _choice_bodies(
     content = _text(message.get("content"), (*mpath, "content"))
     if content:
         logprobs = choice.get("logprobs") if include_logprobs else None
-        extra = b"" if logprobs is None else b',"logprobs":' + dumps(logprobs, _WHAT, (*path, "logprobs"))
-        bodies.append((lead, b'{"content":', dumps(content), b'},"finish_reason":null', extra, b"}"))
+        extra = (
+            b""
+            if logprobs is None
+            else b',"logprobs":' + dumps(logprobs, _WHAT, (*path, "logprobs"))
+        )
+        bodies.append(
+            (lead, b'{"content":', dumps(content), b'},"finish_reason":null', extra, b"}")
+        )
     refusal = _text(message.get("refusal"), (*mpath, "refusal"))
     if refusal:
         bodies.append((lead, b'{"refusal":', dumps(refusal), b"}", _OPEN))
@@ -135,7 +141,8 @@ def _choice_bodies(
         raise _fail((*mpath, "tool_calls"), f"expected a list, got {type(tool_calls).__name__}")
     if tool_calls:
         calls = [
-            _tool_call_delta(k, call, (*mpath, "tool_calls", k)) for k, call in enumerate(tool_calls)
+            _tool_call_delta(k, call, (*mpath, "tool_calls", k))
+            for k, call in enumerate(tool_calls)
         ]
         encoded = dumps(calls, _WHAT, (*mpath, "tool_calls"))
         bodies.append((lead, b'{"tool_calls":', encoded, b"}", _OPEN))

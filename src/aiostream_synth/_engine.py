@@ -31,7 +31,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from ._chat_synthesis import CHAT_KEEPALIVE_FRAME, chat_error_frame, chat_frames
-from ._errors import BackendError, InvalidResultError
+from ._errors import BackendError, InvalidResultError, StreamAborted
 from ._failures import Failure, classify_failure
 from ._namespaces import NamespaceMap
 from ._responses_synthesis import (
@@ -109,7 +109,9 @@ class SynthesizedStream:
     """
 
     __slots__ = (
+        "_aborted",
         "_backend",
+        "_backend_scope",
         "_committed",
         "_dialect",
         "_done",
@@ -160,6 +162,8 @@ class SynthesizedStream:
         # completion) and, only under the finish policy, an Event created on demand.
         self._sleep_scope: anyio.CancelScope | None = None
         self._done_event: anyio.Event | None = None
+        self._backend_scope: anyio.CancelScope | None = None
+        self._aborted: StreamAborted | None = None
         self._result: Any = None
         self._error: Exception | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -247,20 +251,38 @@ class SynthesizedStream:
         return result
 
     async def _run_backend(self) -> None:
+        # One scope serves the total deadline and abort(); it is the backend's only scope.
+        scope = anyio.CancelScope()
+        if self._timeout is not None:
+            scope.deadline = anyio.current_time() + self._timeout
+        self._backend_scope = scope
         try:
-            if self._timeout is None:
+            with scope:
                 self._result = await self._call_backend()
-            else:
-                with anyio.fail_after(self._timeout):
-                    self._result = await self._call_backend()
+            if scope.cancelled_caught:
+                self._error = self._aborted or TimeoutError(f"no result within {self._timeout:g} s")
         except Exception as exc:  # any backend failure becomes the outcome
             self._error = exc
         finally:
             self._done = True
+            self._backend_scope = None
             if self._sleep_scope is not None:
                 self._sleep_scope.cancel()
             if self._done_event is not None:
                 self._done_event.set()
+
+    def abort(self, message: str = "server shutting down") -> bool:
+        """End the stream on purpose: cancel the backend call and finish with a failure.
+
+        Before commit the consumer gets :class:`BackendError` (503); after commit the
+        dialect's terminal failure frames carrying ``message``. Returns False (and does
+        nothing) when the backend already finished: that stream ends normally.
+        """
+        if self._done or self._backend_scope is None:
+            return False
+        self._aborted = StreamAborted(message)
+        self._backend_scope.cancel()
+        return True
 
     # -- iteration ----------------------------------------------------------------------------
     def __aiter__(self) -> SynthesizedStream:

@@ -38,9 +38,18 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 #: Request fields echoed into the Responses skeleton sent with keepalive events.
 #: Small fields only: every keepalive repeats them (Codex's tool list alone is ~30 KB).
 _RESPONSES_ECHO = (
-    "model", "tool_choice", "parallel_tool_calls", "temperature", "top_p",
-    "max_output_tokens", "previous_response_id", "reasoning", "truncation", "store",
-    "service_tier", "prompt_cache_key",
+    "model",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "previous_response_id",
+    "reasoning",
+    "truncation",
+    "store",
+    "service_tier",
+    "prompt_cache_key",
 )
 
 
@@ -75,7 +84,9 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise RequestError(400, f"We could not parse the JSON body of your request: {exc}") from None
+        raise RequestError(
+            400, f"We could not parse the JSON body of your request: {exc}"
+        ) from None
     if not isinstance(body, dict):
         raise RequestError(
             400, f"The request body must be a JSON object, not {type(body).__name__}."
@@ -105,7 +116,10 @@ def _validation_error(body: dict[str, Any], exc: ValidationError) -> RequestErro
     more = exc.error_count() - 1
     suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return RequestError(
-        400, f"Invalid value for {param or 'the request'}: {first['msg']}{suffix}", param=param, code=first["type"]
+        400,
+        f"Invalid value for {param or 'the request'}: {first['msg']}{suffix}",
+        param=param,
+        code=first["type"],
     )
 
 
@@ -123,18 +137,26 @@ def prepare_request(
         stream_value = body.get("stream")
         if dialect == "chat" and stream_value not in (None, False):
             raise RequestError(
-                400, "Invalid value for stream: expected true or false.", param="stream", code="invalid_type"
+                400,
+                "Invalid value for stream: expected true or false.",
+                param="stream",
+                code="invalid_type",
             )
         return PreparedRequest(dialect=dialect, stream=False, params=body)
     if dialect == "chat":
-        extra: dict[str, Any] = {} if chat_params_model is None else {"params_model": chat_params_model}
+        extra: dict[str, Any] = (
+            {} if chat_params_model is None else {"params_model": chat_params_model}
+        )
         cleaned, include_usage = sanitize_streaming_chat_body(body, **extra)
         try:
             model = validate_streaming_chat_params(cleaned, **extra)
         except ValidationError as exc:
             raise _validation_error(cleaned, exc) from None
         return PreparedRequest(
-            dialect="chat", stream=True, params=model.model_dump(exclude_unset=True), include_usage=include_usage
+            dialect="chat",
+            stream=True,
+            params=model.model_dump(exclude_unset=True),
+            include_usage=include_usage,
         )
     options = sanitize or SanitizeOptions()
     extra = {} if responses_params_model is None else {"params_model": responses_params_model}
@@ -151,4 +173,6 @@ def prepare_request(
         raise _validation_error(cleaned, exc) from None
     params = model.model_dump(exclude_unset=True)
     echo = {key: body[key] for key in _RESPONSES_ECHO if key in body}
-    return PreparedRequest(dialect="responses", stream=True, params=params, ns_map=ns_map, echo=echo)
+    return PreparedRequest(
+        dialect="responses", stream=True, params=params, ns_map=ns_map, echo=echo
+    )

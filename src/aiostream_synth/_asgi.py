@@ -1,0 +1,339 @@
+"""Native ASGI path: pre-encoded frames written straight to ``send``, disconnect read from ``receive``.
+
+One request, in order (nothing is sent before step 4):
+
+1. the body is read with a size limit (413);
+2. it is parsed, sanitized and validated (:mod:`._requests`; 400 in OpenAI's shape);
+3. a non-streaming request calls the backend once and returns its JSON (or its error status);
+4. a streaming one opens the engine; the first frame sends the headers (``text/event-stream``,
+   ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``); a backend failure before that is a
+   real HTTP error; after it, the engine's terminal failure frames.
+
+While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
+request's scope, so the engine's disconnect policy runs within a scheduling step of the client
+leaving. :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
+
+The sse-starlette adapter (:mod:`aiostream_synth.starlette`) shares steps 1-3 and the stream
+construction below; only the writing differs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import anyio
+
+from ._coerce import as_json_dict
+from ._dispatch import Dialect
+from ._engine import ChatDialect, OnDisconnect, ResponsesDialect, StreamOutcome, SynthesizedStream
+from ._errors import BackendError, InvalidResultError, RequestError
+from ._failures import classify_failure
+from ._json import dumps
+from ._requests import DEFAULT_MAX_BODY_BYTES, PreparedRequest, SanitizeOptions, prepare_request
+from ._responses_synthesis import Fidelity
+from ._shutdown import ShutdownSignal
+
+__all__ = [
+    "SSE_HEADERS",
+    "BackendCall",
+    "ClientGone",
+    "CompletionBackend",
+    "StreamSettings",
+    "SynthesizingApp",
+    "handle_request",
+    "open_stream",
+    "read_body",
+    "run_backend_once",
+    "send_json",
+    "stream_to_asgi",
+]
+
+LOG = logging.getLogger("aiostream_synth.asgi")
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+SSE_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+#: The default route table of :class:`SynthesizingApp`.
+DEFAULT_ROUTES: Mapping[str, Dialect] = {
+    "/v1/chat/completions": "chat",
+    "/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/responses": "responses",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BackendCall:
+    """What a backend is asked: the dialect, the (sanitized) params, and the request headers."""
+
+    dialect: Dialect
+    params: dict[str, Any]
+    #: Whether the client asked for a stream (the backend call itself is never streaming).
+    stream: bool
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+#: The non-streaming backend: one call, one complete result (dict or pydantic model).
+CompletionBackend: TypeAlias = Callable[[BackendCall], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamSettings:
+    """Engine and output options shared by both adapters."""
+
+    keepalive_interval: float = 10.0
+    timeout: float | None = None
+    on_disconnect: OnDisconnect = "cancel"
+    finish_timeout: float = 60.0
+    on_abandoned: Callable[[StreamOutcome], object] | None = None
+    responses_events: Fidelity = "full"
+    chat_keepalive: Literal["comment", "none"] = "comment"
+    emit_reasoning_alias: bool = False
+    sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+
+
+def open_stream(
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+) -> SynthesizedStream:
+    """The engine for a prepared streaming request (not yet entered)."""
+    call = BackendCall(prepared.dialect, prepared.params, True, headers)
+    dialect: ChatDialect | ResponsesDialect
+    if prepared.dialect == "chat":
+        dialect = ChatDialect(
+            include_usage=prepared.include_usage,
+            keepalive=settings.chat_keepalive,
+            emit_reasoning_alias=settings.emit_reasoning_alias,
+        )
+    else:
+        dialect = ResponsesDialect(
+            ns_map=prepared.ns_map, fidelity=settings.responses_events, base=prepared.echo
+        )
+    return SynthesizedStream(
+        functools.partial(backend, call),
+        dialect,
+        keepalive_interval=settings.keepalive_interval,
+        timeout=settings.timeout,
+        on_disconnect=settings.on_disconnect,
+        finish_timeout=settings.finish_timeout,
+        on_abandoned=settings.on_abandoned,
+    )
+
+
+async def run_backend_once(
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+) -> tuple[int, bytes]:
+    """A non-streaming request: ``(status, JSON body)`` of the backend's answer or failure."""
+    try:
+        with anyio.fail_after(settings.timeout):
+            result = await backend(BackendCall(prepared.dialect, prepared.params, False, headers))
+        return 200, dumps(as_json_dict(result, InvalidResultError, "backend result"))
+    except InvalidResultError as exc:
+        return 502, dumps(
+            {
+                "error": {
+                    "message": str(exc),
+                    "type": "server_error",
+                    "param": None,
+                    "code": "server_error",
+                }
+            }
+        )
+    except Exception as exc:  # any backend failure becomes an HTTP error
+        failure = classify_failure(exc)
+        return failure.status_code, dumps(failure.body())
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+async def read_body(receive: Receive, limit: int = DEFAULT_MAX_BODY_BYTES) -> bytes:
+    """The whole request body, or a 413 :class:`RequestError` past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(
+                413,
+                f"The request body is larger than the limit of {limit} bytes.",
+                code="request_too_large",
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def send_json(send: Send, status: int, body: bytes | dict[str, Any]) -> None:
+    payload = body if isinstance(body, bytes) else dumps(body)
+    await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+async def stream_to_asgi(
+    stream: SynthesizedStream,
+    receive: Receive,
+    send: Send,
+    *,
+    shutdown: ShutdownSignal | None = None,
+) -> None:
+    """Serve an (unentered) engine stream on one ASGI HTTP request."""
+    async with anyio.create_task_group() as watcher:
+        watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope)
+        try:
+            await _pump(stream, send, shutdown)
+        finally:
+            watcher.cancel_scope.cancel()
+
+
+async def _pump(stream: SynthesizedStream, send: Send, shutdown: ShutdownSignal | None) -> None:
+    try:
+        async with stream:
+            if shutdown is not None:
+                with shutdown.track(stream):
+                    await _write(stream, send)
+            else:
+                await _write(stream, send)
+    except BackendError as exc:  # raised only before the first frame: nothing was sent yet
+        await send_json(send, exc.status_code, exc.body)
+        return
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _write(stream: SynthesizedStream, send: Send) -> None:
+    started = False
+    async for frame in stream:
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            started = True
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+    if not started:  # an empty stream still needs its headers
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+
+
+async def handle_request(
+    dialect: Dialect,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    shutdown: ShutdownSignal | None = None,
+) -> None:
+    """Serve one POST in ``dialect`` on the native path."""
+    headers = request_headers(scope)
+    try:
+        if shutdown is not None and shutdown.closing:
+            raise RequestError(
+                503,
+                "The server is shutting down.",
+                type="server_error",
+                code="server_shutting_down",
+            )
+        raw = await read_body(receive, settings.max_body_bytes)
+        prepared = prepare_request(dialect, raw, sanitize=settings.sanitize)
+    except RequestError as exc:
+        await send_json(send, exc.status_code, exc.body)
+        return
+    except ClientGone:
+        return
+    if not prepared.stream:
+        status, payload = await run_backend_once(prepared, backend, settings, headers)
+        await send_json(send, status, payload)
+        return
+    await stream_to_asgi(
+        open_stream(prepared, backend, settings, headers), receive, send, shutdown=shutdown
+    )
+
+
+class SynthesizingApp:
+    """An ASGI app serving both dialects from a non-streaming backend on the native path.
+
+    ``POST /v1/chat/completions`` and ``POST /v1/responses`` (also without ``/v1``); anything
+    else is 404/405 in OpenAI's error shape. ``shutdown`` (created if not given) ends open
+    streams cleanly; the ASGI lifespan shutdown triggers it too.
+    """
+
+    def __init__(
+        self,
+        backend: CompletionBackend,
+        settings: StreamSettings | None = None,
+        *,
+        shutdown: ShutdownSignal | None = None,
+        routes: Mapping[str, Dialect] = DEFAULT_ROUTES,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        self.backend = backend
+        self.settings = settings or StreamSettings()
+        self.shutdown = shutdown or ShutdownSignal()
+        self.routes = dict(routes)
+        self.drain_timeout = drain_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        dialect = self.routes.get(scope["path"].rstrip("/") or "/")
+        if dialect is None:
+            await send_json(
+                send,
+                404,
+                RequestError(404, f"Unknown path {scope['path']}.", code="not_found").body,
+            )
+            return
+        if scope["method"] != "POST":
+            await send_json(
+                send, 405, RequestError(405, "Use POST.", code="method_not_allowed").body
+            )
+            return
+        await handle_request(
+            dialect, scope, receive, send, self.backend, self.settings, self.shutdown
+        )
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown.shutdown(self.drain_timeout)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
