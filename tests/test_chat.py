@@ -561,8 +561,6 @@ def test_sdk_accumulator_reassembles_the_completion(
 
 
 @pytest.mark.anyio
-# The SDK leaves its own SSE generators unclosed when it raises mid-stream (trio reports it).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_sdk_async_stream_raises_api_error_on_our_error_frame() -> None:
     """openai's AsyncStream, reading our bytes over an httpx mock transport, raises APIError."""
     body = b"".join(

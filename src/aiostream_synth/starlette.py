@@ -31,6 +31,7 @@ Deliberate differences from a plain ``EventSourceResponse``:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -167,15 +168,16 @@ async def _read_limited(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(
-                    413,
-                    f"The request body is larger than the limit of {limit} bytes.",
-                    code="request_too_large",
-                )
-            chunks.append(chunk)
+        async with aclosing(request.stream()) as body:
+            async for chunk in body:
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(
+                        413,
+                        f"The request body is larger than the limit of {limit} bytes.",
+                        code="request_too_large",
+                    )
+                chunks.append(chunk)
     except ClientDisconnect:
         raise RequestError(400, "The client disconnected.") from None
     return b"".join(chunks)

@@ -1,0 +1,331 @@
+"""Both adapters (native ASGI and sse-starlette) through httpx's ASGI transport, on asyncio and trio."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import anyio
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+
+from aiostream_synth import (
+    BackendCall,
+    ShutdownSignal,
+    StreamSettings,
+    SynthesizingApp,
+)
+from aiostream_synth.starlette import synthesizing_routes
+
+from .sse_parser import comments, parse
+
+pytestmark = pytest.mark.anyio
+
+K = 0.05  # keepalive interval (instant on trio's MockClock)
+
+
+def chat_result(model: str = "m") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "hello",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+    }
+
+
+def responses_result(model: str = "m") -> dict[str, Any]:
+    return {
+        "id": "resp_backend",
+        "object": "response",
+        "created_at": 1,
+        "model": model,
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+            },
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "c1",
+                "name": "ns__f",
+                "arguments": "{}",
+                "status": "completed",
+            },
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+    }
+
+
+class FakeBackend:
+    def __init__(self, *, delay: float = 0.0, error: Exception | None = None) -> None:
+        self.delay = delay
+        self.error = error
+        self.calls: list[BackendCall] = []
+        self.cancelled = False
+        self.started = anyio.Event()
+
+    async def __call__(self, call: BackendCall) -> Any:
+        self.calls.append(call)
+        self.started.set()
+        try:
+            await anyio.sleep(self.delay)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        if self.error is not None:
+            raise self.error
+        return chat_result() if call.dialect == "chat" else responses_result()
+
+
+class RateLimited(Exception):
+    status_code = 429
+
+
+@pytest.fixture(params=["native", "sse-starlette"])
+def make_app(request: pytest.FixtureRequest) -> Any:
+    def build(backend: FakeBackend, shutdown: ShutdownSignal | None = None, **settings: Any) -> Any:
+        options = StreamSettings(keepalive_interval=K, **settings)
+        signal = shutdown or ShutdownSignal()
+        if request.param == "native":
+            return SynthesizingApp(backend, options, shutdown=signal)
+        return Starlette(routes=synthesizing_routes(backend, options, shutdown=signal))
+
+    return build
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+def _sdk(http: httpx.AsyncClient) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key="k", base_url="http://test/v1", http_client=cast(Any, http), max_retries=0
+    )
+
+
+RESPONSES_BODY = {
+    "model": "m",
+    "input": "hi",
+    "stream": True,
+    "client_metadata": {"x": 1},
+    "tools": [
+        {
+            "type": "namespace",
+            "name": "ns",
+            "description": "",
+            "tools": [{"type": "function", "name": "f", "parameters": {}, "strict": False}],
+        }
+    ],
+}
+CHAT_BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "bookkeeping": 1,
+}
+
+
+async def test_responses_stream_through_the_sdk(make_app: Any) -> None:
+    """A fast backend: the SDK's responses.stream() gets the result, names restored, backend got flat params."""
+    backend = FakeBackend()
+    async with (
+        _client(make_app(backend)) as http,
+        _sdk(http).responses.stream(
+            model="m", input="hi", tools=cast(Any, RESPONSES_BODY["tools"])
+        ) as stream,
+    ):
+        final = await stream.get_final_response()
+    assert final.output_text == "hello"
+    call = final.output[1]
+    assert (getattr(call, "namespace", None), getattr(call, "name", None)) == ("ns", "f")
+    (sent,) = backend.calls
+    assert sent.stream is True
+    assert "stream" not in sent.params
+    assert sent.params["tools"][0]["name"] == "ns__f"
+
+
+async def test_chat_stream_through_the_sdk(make_app: Any) -> None:
+    """The SDK's chat stream helper reassembles content, tool calls and usage; bookkeeping dropped."""
+    backend = FakeBackend()
+    async with (
+        _client(make_app(backend)) as http,
+        _sdk(http).chat.completions.stream(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            stream_options={"include_usage": True},
+        ) as stream,
+    ):
+        final = await stream.get_final_completion()
+    assert final.choices[0].message.content == "hello"
+    assert final.choices[0].message.tool_calls[0].function.name == "f"  # type: ignore[index]
+    assert final.usage is not None
+    assert "stream_options" not in backend.calls[0].params
+
+
+async def test_keepalive_then_result(make_app: Any) -> None:
+    """A slow backend: keepalive frames first (events for Responses, comments for chat), then the stream."""
+    async with _client(make_app(FakeBackend(delay=K * 3.5))) as http:
+        raw = (await http.post("/v1/responses", json=RESPONSES_BODY)).content
+        events = [e.json() for e in parse(raw)]
+        assert [e["type"] for e in events[:3]] == [
+            "response.created",
+            "response.in_progress",
+            "response.in_progress",
+        ]
+        assert events[-1]["type"] == "response.completed"
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        assert events[0]["response"]["model"] == "m"
+        response = await http.post("/v1/chat/completions", json=CHAT_BODY)
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-accel-buffering"] == "no"
+        assert comments(response.content)[:3] == ["keep-alive"] * 3
+        assert parse(response.content)[-1].data == "[DONE]"
+
+
+async def test_failure_before_commit_is_a_real_http_error(make_app: Any) -> None:
+    """A fast failure: its HTTP status and OpenAI's error shape; the SDK raises its own error."""
+    backend = FakeBackend(error=RateLimited("slow down, try again in 20s"))
+    async with _client(make_app(backend)) as http:
+        response = await http.post("/v1/responses", json=RESPONSES_BODY)
+        assert response.status_code == 429
+        assert response.json()["error"]["code"] == "rate_limit_exceeded"
+        with pytest.raises(openai.RateLimitError, match="try again in 20s"):
+            await _sdk(http).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+
+
+async def test_failure_after_commit_is_a_terminal_event(make_app: Any) -> None:
+    """A late failure: error + response.failed for Responses; an error frame the SDK raises on for chat."""
+    backend = FakeBackend(delay=K * 2.5, error=RuntimeError("backend exploded"))
+    async with _client(make_app(backend)) as http:
+        response = await http.post("/v1/responses", json=RESPONSES_BODY)
+        assert response.status_code == 200
+        events = [e.json() for e in parse(response.content)]
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        assert events[-1]["response"]["error"]["message"] == "backend exploded"
+        stream = await _sdk(http).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
+        async with stream:
+            with pytest.raises(openai.APIError, match="backend exploded"):
+                async for _ in stream:
+                    pass
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "status", "param"),
+    [
+        ("/v1/responses", b"{not json", 400, None),
+        ("/v1/responses", b"[1, 2]", 400, None),
+        (
+            "/v1/responses",
+            json.dumps({"input": "x", "stream": True, "temperature": "hot"}).encode(),
+            400,
+            "temperature",
+        ),
+        (
+            "/v1/chat/completions",
+            json.dumps({"messages": [{"role": "user"}], "model": "m", "stream": True}).encode(),
+            400,
+            "messages.0.content",
+        ),
+        (
+            "/v1/chat/completions",
+            json.dumps({"messages": [], "model": "m", "stream": "true"}).encode(),
+            400,
+            "stream",
+        ),
+        ("/v1/responses", json.dumps({"input": "x" * 5000, "stream": True}).encode(), 413, None),
+    ],
+)
+async def test_bad_requests_get_openai_shaped_4xx(
+    make_app: Any, path: str, content: bytes, status: int, param: str | None
+) -> None:
+    """Malformed JSON, non-objects, validation errors (naming the parameter) and oversize bodies."""
+    backend = FakeBackend()
+    async with _client(make_app(backend, max_body_bytes=4096)) as http:
+        response = await http.post(
+            path, content=content, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert error["message"]
+    assert not backend.calls
+
+
+async def test_non_streaming_requests_return_the_backend_json(make_app: Any) -> None:
+    """stream absent/false: one backend call, its JSON as is; a failure keeps its status."""
+    backend = FakeBackend()
+    async with _client(make_app(backend)) as http:
+        response = await http.post(
+            "/v1/responses", json={"model": "m", "input": "hi", "extra_field": 1}
+        )
+        assert response.json() == responses_result()
+        assert backend.calls[0].params == {"model": "m", "input": "hi", "extra_field": 1}
+        assert backend.calls[0].stream is False
+    async with _client(make_app(FakeBackend(error=RateLimited("later")))) as http:
+        response = await http.post("/v1/chat/completions", json={"model": "m", "messages": []})
+        assert response.status_code == 429
+
+
+async def test_shutdown_ends_open_streams_with_a_terminal_event(make_app: Any) -> None:
+    """Our own shutdown signal reaches a waiting stream: it ends with error + response.failed."""
+    shutdown = ShutdownSignal()
+    backend = FakeBackend(delay=3600)
+    results: list[httpx.Response] = []
+    async with _client(make_app(backend, shutdown)) as http:
+        async with anyio.create_task_group() as tg:
+
+            async def request(http: httpx.AsyncClient = http) -> None:
+                results.append(await http.post("/v1/responses", json=RESPONSES_BODY))
+
+            tg.start_soon(request)
+            await backend.started.wait()
+            await anyio.sleep(K * 2)  # time passes: the stream commits with keepalives
+            assert await shutdown.shutdown(drain_timeout=0) == 1
+        refused = await http.post("/v1/responses", json=RESPONSES_BODY)
+    events = [e.json() for e in parse(results[0].content)]
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-1]["response"]["error"]["message"] == "server shutting down"
+    assert backend.cancelled
+    assert refused.status_code == 503
+
+
+async def test_unknown_paths_and_methods(make_app: Any) -> None:
+    """404 for an unknown path, 405 for a GET on a dialect route."""
+    async with _client(make_app(FakeBackend())) as http:
+        assert (await http.post("/v1/nope", json={})).status_code == 404
+        assert (await http.get("/v1/responses")).status_code == 405
