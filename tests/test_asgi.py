@@ -329,3 +329,23 @@ async def test_unknown_paths_and_methods(make_app: Any) -> None:
     async with _client(make_app(FakeBackend())) as http:
         assert (await http.post("/v1/nope", json={})).status_code == 404
         assert (await http.get("/v1/responses")).status_code == 405
+
+
+async def test_fastapi_endpoint() -> None:
+    """The sse-starlette endpoint works as a FastAPI route."""
+    from fastapi import FastAPI
+
+    from aiostream_synth.starlette import synthesizing_endpoint
+
+    api = FastAPI()
+    backend = FakeBackend(delay=K * 1.5)
+    api.add_api_route(
+        "/v1/responses",
+        synthesizing_endpoint("responses", backend, StreamSettings(keepalive_interval=K)),
+        methods=["POST"],
+    )
+    async with _client(api) as http:
+        response = await http.post("/v1/responses", json=RESPONSES_BODY)
+    events = [e.json()["type"] for e in parse(response.content)]
+    assert events[0] == "response.created"
+    assert events[-1] == "response.completed"

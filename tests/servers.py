@@ -1,0 +1,91 @@
+"""Real ASGI servers on loopback for tests: uvicorn (asyncio) and hypercorn (trio), in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_listening(port: int, stop: threading.Event, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not stop.is_set():
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=0.2),
+        ):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+@contextlib.contextmanager
+def serve(app: Any, kind: str) -> Iterator[str]:
+    """Run ``app`` on ``uvicorn`` (asyncio) or ``hypercorn-trio``; yield its base URL."""
+    port = free_port()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    if kind == "uvicorn":
+        import uvicorn
+
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+        )
+
+        def run() -> None:
+            try:
+                server.run()
+            except BaseException as exc:  # pragma: no cover - surfaced below
+                errors.append(exc)
+
+        def shutdown() -> None:
+            server.should_exit = True
+
+    elif kind == "hypercorn-trio":
+        import trio
+        from hypercorn.config import Config
+        from hypercorn.trio import serve as hypercorn_serve
+
+        config = Config()
+        config.bind = [f"127.0.0.1:{port}"]
+        config.loglevel = "WARNING"
+
+        async def trigger() -> None:
+            await trio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
+
+        def run() -> None:
+            try:
+                trio.run(functools.partial(hypercorn_serve, app, config, shutdown_trigger=trigger))
+            except BaseException as exc:  # pragma: no cover - surfaced below
+                errors.append(exc)
+
+        def shutdown() -> None:
+            stop.set()
+
+    else:  # pragma: no cover
+        raise ValueError(kind)
+
+    thread = threading.Thread(target=run, name=f"{kind}-server", daemon=True)
+    thread.start()
+    try:
+        _wait_listening(port, stop)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        shutdown()
+        stop.set()
+        thread.join(timeout=10)
+    if errors:
+        raise errors[0]
