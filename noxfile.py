@@ -65,8 +65,8 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (not part of the test run): ratios to a floor measured in the same run."""
-    session.install(".", *_group("test"))
-    for script in ("bench_chat.py", "bench_responses.py", "bench_request.py", "bench_engine.py"):
-        path = ROOT / "benchmarks" / script
-        if path.exists():
-            session.run("python", str(path), *session.posargs)
+    session.install(".[starlette]", *_group("test"))
+    bench = ROOT / "benchmarks"
+    session.run("python", str(bench / "bench_synthesis.py"), "--budget", "0.5")
+    session.run("python", str(bench / "bench_engine.py"), "--quick")
+    session.run("python", str(bench / "bench_asgi.py"), "-n", "500", "--delay", "5")
