@@ -29,6 +29,7 @@ CORE = [
 ]
 ENGINE = ["_engine", "_shutdown"]
 ADAPTERS = ["_asgi"]  # and the public submodule starlette.py
+PROXY = ["_proxy", "_upstream", "_embedded", "_metrics", "_serve"]
 COMMAND_LINE = ["_cli", "__main__"]
 FORBIDDEN_IN_CORE = {
     "anyio",
@@ -86,7 +87,7 @@ def test_every_module_is_classified() -> None:
     """A new module must be placed in a layer here."""
     modules = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__"}
     assert {p.stem for p in PACKAGE.glob("[!_]*.py")} == {"starlette"}
-    assert modules == {*CORE, *ENGINE, *ADAPTERS, *COMMAND_LINE}
+    assert modules == {*CORE, *ENGINE, *ADAPTERS, *PROXY, *COMMAND_LINE}
 
 
 def test_each_layer_imports_only_layers_below() -> None:
@@ -95,6 +96,9 @@ def test_each_layer_imports_only_layers_below() -> None:
     for module in ENGINE:
         assert not above_engine & _imports(module), module
     for module in [*ADAPTERS, "starlette"]:
+        above = {f"aiostream_synth.{m}" for m in [*PROXY, *COMMAND_LINE]}
+        assert not above & _imports(module), module
+    for module in PROXY:
         assert not {f"aiostream_synth.{m}" for m in COMMAND_LINE} & _imports(module), module
     assert not {"starlette", "sse_starlette"} & {n.split(".")[0] for n in _imports("_asgi")}
 

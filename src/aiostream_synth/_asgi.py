@@ -104,6 +104,8 @@ class StreamSettings:
     emit_reasoning_alias: bool = False
     sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Called with every request that passed preparation (for logging and metrics).
+    on_prepared: Callable[[PreparedRequest], object] | None = None
 
 
 def request_headers(scope: Scope) -> dict[str, str]:
@@ -273,6 +275,8 @@ async def handle_request(
         return
     except ClientGone:
         return
+    if settings.on_prepared is not None:
+        settings.on_prepared(prepared)
     if not prepared.stream:
         status, payload = await run_backend_once(prepared, backend, settings, headers)
         await send_json(send, status, payload)

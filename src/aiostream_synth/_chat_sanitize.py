@@ -11,13 +11,13 @@ Deliberate differences from the upstream reference module:
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidRequestError
+from ._json import json_copy
 from ._params import CHAT_PROVIDER_EXTENSION_FIELDS, ChatCompletionParams, param_fields
 from ._pruning import validate_pruning
 
@@ -88,4 +88,4 @@ def validate_streaming_chat_params(
         return params_model.model_validate(body)
     except ValidationError:
         pass
-    return validate_pruning(params_model.model_validate, copy.deepcopy(body), LOG)
+    return validate_pruning(params_model.model_validate, json_copy(body), LOG)

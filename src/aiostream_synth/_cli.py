@@ -1,106 +1,182 @@
-"""Command line: ``aiostream-synth demo`` (the proxy's ``serve`` lands later)."""
+"""Command line: ``aiostream-synth serve`` (the proxy) and ``aiostream-synth demo``.
+
+Every ``serve`` option can also be set from the environment as ``AIOSTREAM_SYNTH_<OPTION>``
+(upper case, dashes as underscores), e.g. ``AIOSTREAM_SYNTH_UPSTREAM``; a flag on the command
+line wins.
+"""
 
 from __future__ import annotations
 
 import argparse
-import functools
+import dataclasses
+import logging
+import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
+from ._proxy import ProxyConfig
 
-from ._engine import ChatDialect, ResponsesDialect, SynthesizedStream
+__all__ = ["config_from_args", "main"]
 
-__all__ = ["main"]
-
-_COMPLETION = {
-    "id": "chatcmpl-demo",
-    "object": "chat.completion",
-    "created": 1700000000,
-    "model": "demo-model",
-    "choices": [
-        {
-            "index": 0,
-            "message": {
-                "role": "assistant",
-                "reasoning_content": "The user wants the weather; call the tool.",
-                "content": "Let me check the weather in Paris.",
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
-                    }
-                ],
-            },
-            "finish_reason": "tool_calls",
-        }
-    ],
-    "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
+_ENV_PREFIX = "AIOSTREAM_SYNTH_"
+_BOOL_FIELDS = (
+    "forward_authorization",
+    "drop_custom_tools",
+    "drop_hosted_tools",
+    "hoist_carrier_custom_tools",
+)
+_CHOICES: dict[str, list[str]] = {
+    "responses_events": ["full", "minimal"],
+    "chat_keepalive": ["comment", "none"],
+    "on_disconnect": ["cancel", "finish"],
+    "server": ["uvicorn", "hypercorn"],
+    "loop": ["asyncio", "uvloop", "trio"],
+    "log_level": ["critical", "error", "warning", "info", "debug"],
 }
-
-_RESPONSE = {
-    "id": "resp_demo",
-    "object": "response",
-    "created_at": 1700000000,
-    "model": "demo-model",
-    "status": "completed",
-    "output": [
-        {
-            "type": "reasoning",
-            "id": "rs_1",
-            "summary": [{"type": "summary_text", "text": "Look up the weather."}],
-        },
-        {
-            "type": "function_call",
-            "id": "fc_1",
-            "call_id": "call_1",
-            "name": "weather__get",
-            "arguments": '{"city":"Paris"}',
-            "status": "completed",
-        },
-    ],
-    "usage": {"input_tokens": 12, "output_tokens": 9, "total_tokens": 21},
+_HELP = {
+    "host": "interface to listen on",
+    "port": "port to listen on",
+    "upstream": "base URL of a non-streaming OpenAI-compatible server (default: the embedded model)",
+    "upstream_api_key": "API key for the upstream (default: $OPENAI_API_KEY)",
+    "forward_authorization": "send the client's own Authorization header upstream",
+    "connect_timeout": "upstream connect timeout, seconds",
+    "read_timeout": "upstream read timeout, seconds",
+    "upstream_retries": "upstream retries (default 0: clients retry themselves)",
+    "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
+    "keepalive_s": "keepalive interval while the backend works, seconds",
+    "responses_events": "Responses event fidelity",
+    "chat_keepalive": "chat keepalive: SSE comment, or nothing",
+    "timeout": "total deadline per backend call, seconds (0: none)",
+    "on_disconnect": "when the client leaves: cancel the backend call, or let it finish",
+    "drop_custom_tools": "drop Responses custom (free-form) tools",
+    "drop_hosted_tools": "drop hosted tools (web_search, ...) the backend cannot serve",
+    "hoist_carrier_custom_tools": "hoist custom tools from additional_tools carriers",
+    "drain_timeout": "on SIGTERM, seconds open streams get to finish",
+    "max_body_bytes": "request body size limit (413 above)",
+    "workers": "worker processes sharing the port (uvicorn)",
+    "server": "ASGI server",
+    "loop": "event loop (trio runs on hypercorn's trio worker)",
+    "log_level": "log level",
+    "model": "the embedded model's name",
 }
 
 
-async def _demo(delay: float, keepalive: float) -> None:
-    async def slow(result: dict[str, Any]) -> dict[str, Any]:
-        await anyio.sleep(delay)
-        return result
+def _env(name: str) -> str | None:
+    return os.environ.get(_ENV_PREFIX + name.upper())
 
-    runs: list[tuple[str, Any]] = [
-        ("chat", ChatDialect(include_usage=True)),
-        (
-            "responses",
-            ResponsesDialect(
-                ns_map={"weather__get": ("weather", "get")}, base={"model": "demo-model"}
-            ),
-        ),
-    ]
-    for name, dialect in runs:
-        result = _COMPLETION if name == "chat" else _RESPONSE
-        print(f"=== {name}: backend answers after {delay:g}s, keepalive every {keepalive:g}s")
-        start = time.monotonic()
-        backend = functools.partial(slow, result)
-        async with SynthesizedStream(backend, dialect, keepalive_interval=keepalive) as stream:
-            async for frame in stream:
-                text = frame.decode().rstrip("\n")
-                print(f"[{time.monotonic() - start:5.2f}s] {text}")
-        print()
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    defaults = ProxyConfig()
+    for f in dataclasses.fields(ProxyConfig):
+        flag = "--" + f.name.replace("_", "-")
+        env = _env(f.name)
+        default = getattr(defaults, f.name)
+        help_text = f"{_HELP.get(f.name, '')} [env {_ENV_PREFIX}{f.name.upper()}]"
+        if f.name in _BOOL_FIELDS:
+            value = default if env is None else env.lower() in ("1", "true", "yes", "on")
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=value, help=help_text
+            )
+            continue
+        kind: Any = type(default) if default is not None else str
+        if f.name in ("timeout",):
+            kind = float
+        parser.add_argument(
+            flag,
+            type=kind,
+            default=kind(env) if env is not None else default,
+            choices=_CHOICES.get(f.name),
+            help=help_text,
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> ProxyConfig:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
+    if values["timeout"] is not None and values["timeout"] <= 0:
+        values["timeout"] = None
+    if values["upstream_api_key"] is None and values["upstream"]:
+        values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
+    return ProxyConfig(**values)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aiostream-synth",
+        description="Serve streaming OpenAI clients from a backend that only answers non-streaming.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the proxy", description=__doc__)
+    _add_serve_options(serve)
+    demo = commands.add_parser(
+        "demo", help="start the proxy and stream a slow turn in each dialect"
+    )
+    demo.add_argument("--delay", type=float, default=2.5, help="backend delay, seconds")
+    demo.add_argument("--keepalive", type=float, default=0.5, help="keepalive interval, seconds")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="aiostream-synth", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="synthesize both dialects from a slow built-in backend")
-    demo.add_argument("--delay", type=float, default=1.2, help="backend delay in seconds")
-    demo.add_argument("--keepalive", type=float, default=0.5, help="keepalive interval in seconds")
-    demo.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        anyio.run(_demo, args.delay, args.keepalive, backend=args.backend)
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        config = config_from_args(args)
+        logging.basicConfig(
+            level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
+        from ._serve import run
+
+        run(config)
+        return 0
+    return _demo(args.delay, args.keepalive)
+
+
+def _demo(delay: float, keepalive: float) -> int:
+    import httpx
+    import openai
+    import uvicorn
+
+    from ._proxy import ProxyApp
+
+    config = ProxyConfig(port=0, keepalive_s=keepalive)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            ProxyApp(config), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    print(f"aiostream-synth proxy on {base} (embedded model), keepalive every {keepalive:g} s\n")
+    prompt = f"What's the weather in Paris? [delay:{delay:g}] [reasoning]"
+    try:
+        print(f"=== chat: POST /v1/chat/completions stream=true, backend answers after {delay:g} s")
+        start = time.monotonic()
+        body = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": prompt}]}
+        with (
+            httpx.Client(timeout=60) as http,
+            http.stream("POST", f"{base}/chat/completions", json=body) as response,
+        ):
+            for line in response.iter_lines():
+                if line:
+                    print(f"[{time.monotonic() - start:5.2f}s] {line[:150]}")
+        print("\n=== responses: the openai SDK's responses.create(stream=True), same backend delay")
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        start = time.monotonic()
+        for event in client.responses.create(model="demo", input=prompt, stream=True):
+            detail = getattr(event, "delta", None) or getattr(
+                getattr(event, "response", None), "status", ""
+            )
+            print(
+                f"[{time.monotonic() - start:5.2f}s] {event.type} #{event.sequence_number} {detail!s:.80}"
+            )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
     sys.stdout.flush()
     return 0

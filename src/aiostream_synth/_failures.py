@@ -2,7 +2,7 @@
 
 * a context-window overflow → ``context_length_exceeded`` (400; it must not look retryable);
 * HTTP 429 → ``rate_limit_exceeded``, the upstream message kept ("try again in 20s");
-* a timeout → ``server_error`` with a timeout message (504);
+* a timeout → ``server_error`` with a timeout message (504); a connection error → 502;
 * anything else → ``server_error``; the upstream HTTP status is kept when it has one (else 500).
 
 The status is read from ``status_code`` (openai's ``APIStatusError``), ``status``, or
@@ -109,4 +109,6 @@ def classify_failure(exc: BaseException) -> Failure:
     if _is_timeout(exc) and status is None:
         detail = str(exc) or "no answer within the deadline"
         return Failure(504, "server_error", f"backend timed out: {detail}")
+    if status is None and "Connection" in type(exc).__name__:
+        return Failure(502, "server_error", f"backend unreachable: {message}")
     return Failure(status or 500, "server_error", message)

@@ -6,13 +6,14 @@ default output is exactly the wire form we want.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import orjson
 
 from ._errors import InvalidResultError
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "json_copy", "loads"]
 
 loads = orjson.loads
 
@@ -23,3 +24,12 @@ def dumps(value: Any, what: str = "result", path: tuple[str | int, ...] = ()) ->
         return orjson.dumps(value)
     except orjson.JSONEncodeError as exc:
         raise InvalidResultError(what, path, f"not JSON-serializable ({exc})") from None
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON-shaped value, through orjson (an order of magnitude faster than
+    :func:`copy.deepcopy` on request bodies); anything orjson cannot encode falls back to it."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, TypeError):
+        return copy.deepcopy(value)

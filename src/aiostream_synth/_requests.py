@@ -77,6 +77,8 @@ class PreparedRequest:
     include_usage: bool = False
     #: Skeleton fields for Responses keepalive envelopes (``model`` and request echoes).
     echo: dict[str, Any] = field(default_factory=dict)
+    #: Top-level request keys the sanitizer dropped (client bookkeeping, streaming fields).
+    dropped: tuple[str, ...] = ()
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
@@ -123,6 +125,14 @@ def _validation_error(body: dict[str, Any], exc: ValidationError) -> RequestErro
     )
 
 
+def _dropped(body: dict[str, Any], cleaned: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            key for key in body if key not in cleaned and key not in ("stream", "stream_options")
+        )
+    )
+
+
 def prepare_request(
     dialect: Dialect,
     raw: bytes | dict[str, Any],
@@ -157,6 +167,7 @@ def prepare_request(
             stream=True,
             params=model.model_dump(exclude_unset=True),
             include_usage=include_usage,
+            dropped=_dropped(body, cleaned),
         )
     options = sanitize or SanitizeOptions()
     extra = {} if responses_params_model is None else {"params_model": responses_params_model}
@@ -174,5 +185,10 @@ def prepare_request(
     params = model.model_dump(exclude_unset=True)
     echo = {key: body[key] for key in _RESPONSES_ECHO if key in body}
     return PreparedRequest(
-        dialect="responses", stream=True, params=params, ns_map=ns_map, echo=echo
+        dialect="responses",
+        stream=True,
+        params=params,
+        ns_map=ns_map,
+        echo=echo,
+        dropped=_dropped(body, cleaned),
     )

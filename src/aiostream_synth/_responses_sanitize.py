@@ -19,13 +19,13 @@ Deliberate differences from the upstream reference module:
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ._errors import InvalidRequestError
+from ._json import json_copy
 from ._namespaces import (
     NAMESPACE_DELIMITER,
     NAMESPACED_CALL_TYPES,
@@ -82,7 +82,7 @@ def _failing_indexes(adapter: TypeAdapter[Any], items: list[Any]) -> set[int]:
 
 def _validated(adapter: TypeAdapter[Any], item: Any, what: str, index: int) -> Any | None:
     """``item`` if valid, a pruned copy if unknown keys were all that was wrong, else None."""
-    candidate = copy.deepcopy(item)
+    candidate = json_copy(item)
     try:
         validate_pruning(adapter.validate_python, candidate, LOG, prefix=(what, index))
     except ValidationError as exc:
@@ -284,5 +284,5 @@ def validate_streaming_responses_params(
         return params_model.model_validate(body)
     except ValidationError:
         pass
-    candidate = copy.deepcopy(body)
+    candidate = json_copy(body)
     return validate_pruning(params_model.model_validate, candidate, LOG)

@@ -154,6 +154,8 @@ def synthesizing_endpoint(
             prepared = prepare_request(dialect, raw, sanitize=options.sanitize)
         except RequestError as exc:
             return _json(exc.status_code, exc.body)
+        if options.on_prepared is not None:
+            options.on_prepared(prepared)
         if not prepared.stream:
             status, payload = await run_backend_once(prepared, backend, options, headers)
             return Response(payload, status_code=status, media_type="application/json")

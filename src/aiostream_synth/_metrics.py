@@ -1,0 +1,86 @@
+"""Request counters and latency histograms, rendered in Prometheus' text format."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+
+__all__ = ["Metrics"]
+
+_BUCKETS = (0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
+
+
+class _Histogram:
+    def __init__(self) -> None:
+        self.counts = [0] * len(_BUCKETS)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(_BUCKETS, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def render(self, name: str) -> list[str]:
+        lines, running = [], 0
+        for bound, count in zip(_BUCKETS, self.counts, strict=True):
+            running += count
+            label = "+Inf" if math.isinf(bound) else f"{bound:g}"
+            lines.append(f'{name}_bucket{{le="{label}"}} {running}')
+        lines += [f"{name}_sum {self.total:.6f}", f"{name}_count {self.n}"]
+        return lines
+
+
+class Metrics:
+    """Process-local metrics (each worker process keeps its own)."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, str, str]] = Counter()
+        self.keepalives = 0
+        self.bytes_sent = 0
+        self.upstream_latency = _Histogram()
+        self.request_duration = _Histogram()
+
+    def record(
+        self,
+        dialect: str,
+        stream: bool,
+        outcome: str,
+        *,
+        keepalives: int,
+        bytes_sent: int,
+        duration: float,
+        upstream_latency: float | None,
+    ) -> None:
+        self.requests[(dialect, "true" if stream else "false", outcome)] += 1
+        self.keepalives += keepalives
+        self.bytes_sent += bytes_sent
+        self.request_duration.observe(duration)
+        if upstream_latency is not None:
+            self.upstream_latency.observe(upstream_latency)
+
+    def render(self) -> str:
+        lines = [
+            "# HELP aiostream_synth_requests_total Requests by dialect, streaming and outcome.",
+            "# TYPE aiostream_synth_requests_total counter",
+        ]
+        for (dialect, stream, outcome), count in sorted(self.requests.items()):
+            lines.append(
+                f'aiostream_synth_requests_total{{dialect="{dialect}",stream="{stream}",outcome="{outcome}"}} {count}'
+            )
+        lines += [
+            "# HELP aiostream_synth_keepalives_total Keepalive frames sent.",
+            "# TYPE aiostream_synth_keepalives_total counter",
+            f"aiostream_synth_keepalives_total {self.keepalives}",
+            "# HELP aiostream_synth_response_bytes_total Response body bytes sent.",
+            "# TYPE aiostream_synth_response_bytes_total counter",
+            f"aiostream_synth_response_bytes_total {self.bytes_sent}",
+            "# HELP aiostream_synth_upstream_latency_seconds Backend call latency.",
+            "# TYPE aiostream_synth_upstream_latency_seconds histogram",
+            *self.upstream_latency.render("aiostream_synth_upstream_latency_seconds"),
+            "# HELP aiostream_synth_request_duration_seconds Request duration.",
+            "# TYPE aiostream_synth_request_duration_seconds histogram",
+            *self.request_duration.render("aiostream_synth_request_duration_seconds"),
+        ]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""Running :class:`ProxyApp` on a real server, with graceful shutdown.
+
+* uvicorn (asyncio, or uvloop when installed): on the first SIGTERM/SIGINT the listening
+  sockets close, open streams get ``drain_timeout`` to finish and the rest end with their
+  terminal failure event ("server shutting down"); then uvicorn exits.
+* hypercorn with its trio worker (``--loop trio``) or asyncio: the same drain in the shutdown
+  trigger, then hypercorn's own graceful close.
+* ``workers > 1`` (uvicorn): the parent binds the port once and forks that many processes
+  serving the shared socket; SIGTERM is forwarded to each, which drains as above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+from types import FrameType
+from typing import Any
+
+from ._proxy import ProxyApp, ProxyConfig
+
+__all__ = ["run"]
+
+LOG = logging.getLogger("aiostream_synth.proxy")
+
+
+def _bind(config: ProxyConfig) -> socket.socket:
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((config.host, config.port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> None:
+    import uvicorn
+
+    loop = "uvloop" if config.loop == "uvloop" else "asyncio"
+
+    class DrainingServer(uvicorn.Server):
+        draining = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.draining:  # a second signal: stop now
+                super().handle_exit(sig, frame)
+                return
+            self.draining = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._drain()))
+
+        async def _drain(self) -> None:
+            for server in getattr(self, "servers", []):
+                server.close()  # stop accepting
+            aborted = await app.shutdown.shutdown(config.drain_timeout)
+            LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+            self.should_exit = True
+
+    server = DrainingServer(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            loop=loop,
+            log_level=config.log_level,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            backlog=4096,
+        )
+    )
+    server.run(sockets=[sock] if sock is not None else None)
+
+
+def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
+    from hypercorn.config import Config
+
+    hc = Config()
+    hc.bind = [f"{config.host}:{config.port}"]
+    hc.loglevel = config.log_level.upper()
+    hc.graceful_timeout = 5
+    if config.loop == "trio":
+        import trio
+        from hypercorn.trio import serve as trio_serve
+
+        async def trio_trigger() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    break
+            await app.shutdown.shutdown(config.drain_timeout)
+
+        trio.run(functools.partial(trio_serve, app, hc, shutdown_trigger=trio_trigger))  # type: ignore[arg-type]
+        return
+    from hypercorn.asyncio import serve as asyncio_serve
+
+    async def asyncio_main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        async def trigger() -> None:
+            await stop.wait()
+            await app.shutdown.shutdown(config.drain_timeout)
+
+        await asyncio_serve(app, hc, shutdown_trigger=trigger)  # type: ignore[arg-type]
+
+    asyncio.run(asyncio_main())
+
+
+def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
+    app = ProxyApp(config)
+    if config.server == "hypercorn" or config.loop == "trio":
+        _hypercorn(app, config)
+    else:
+        _uvicorn(app, config, sock)
+
+
+def run(config: ProxyConfig) -> None:
+    """Serve until SIGTERM/SIGINT (blocking)."""
+    if config.workers <= 1:
+        _serve_one(config)
+        return
+    if config.server == "hypercorn" or config.loop == "trio":
+        raise SystemExit(
+            "--workers > 1 is supported with uvicorn (asyncio/uvloop); run one trio server per port"
+        )
+    sock = _bind(config)
+    context = multiprocessing.get_context("fork")
+    children = [
+        context.Process(target=_serve_one, args=(config, sock), daemon=False)
+        for _ in range(config.workers)
+    ]
+    for child in children:
+        child.start()
+    LOG.info("serving on %s:%d with %d workers", config.host, config.port, config.workers)
+
+    def forward(sig: int, frame: Any) -> None:
+        for child in children:
+            if child.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, sig)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for child in children:
+        child.join()
+    sock.close()
+    sys.exit(max((child.exitcode or 0) for child in children))

@@ -1,0 +1,345 @@
+"""The proxy: ProxyApp in front of the embedded model and of a fake non-streaming upstream."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, cast
+
+import httpx
+import openai
+import pytest
+
+from aiostream_synth._proxy import ProxyApp, ProxyConfig
+from aiostream_synth._upstream import UpstreamBackend
+
+from .fake_upstream import FakeUpstream
+from .sse_parser import comments, parse
+
+pytestmark = pytest.mark.anyio
+
+K = 0.05
+
+
+def _proxy(**config: Any) -> ProxyApp:
+    return ProxyApp(ProxyConfig(keepalive_s=K, **config))
+
+
+def _http(app: Any, **headers: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://proxy", headers=headers
+    )
+
+
+def _sdk(http: httpx.AsyncClient) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key="k", base_url="http://proxy/v1", http_client=cast(Any, http), max_retries=0
+    )
+
+
+def _responses(text: str, **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "input": [{"role": "user", "content": text}], "stream": True, **extra}
+
+
+def _chat(text: str, **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": text}], "stream": True, **extra}
+
+
+NS_TOOLS = [
+    {
+        "type": "namespace",
+        "name": "weather",
+        "description": "d",
+        "tools": [
+            {
+                "type": "function",
+                "name": "get",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+                "strict": False,
+            }
+        ],
+    },
+    {"type": "custom", "name": "exec"},
+]
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "integer"}},
+                "required": ["q"],
+            },
+        },
+    }
+]
+
+
+# -- embedded model, every directive -------------------------------------------------------------
+
+
+async def test_embedded_echo_in_both_dialects() -> None:
+    """The embedded model echoes the last user message, streaming and not."""
+    async with _http(_proxy()) as http:
+        async with _sdk(http).responses.stream(model="m", input="hello there") as stream:
+            final = await stream.get_final_response()
+        assert final.output_text == "hello there"
+        plain = (await http.post("/v1/responses", json={"model": "m", "input": "hi"})).json()
+        assert plain["output"][0]["content"][0]["text"] == "hi"
+        chunks = await _sdk(http).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "yo"}], stream=True
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+        assert text == "yo"
+        plain = (
+            await http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+            )
+        ).json()
+        assert plain["choices"][0]["message"]["content"] == "x"
+
+
+async def test_delay_directive_gets_keepalives() -> None:
+    """[delay:N]: keepalive events (Responses) and comments (chat) before the answer."""
+    async with _http(_proxy()) as http:
+        raw = (await http.post("/v1/responses", json=_responses(f"slow [delay:{K * 3.5}]"))).content
+        types = [e.json()["type"] for e in parse(raw)]
+        assert types[:3] == ["response.created", "response.in_progress", "response.in_progress"]
+        assert types[-1] == "response.completed"
+        raw = (
+            await http.post("/v1/chat/completions", json=_chat(f"slow [delay:{K * 3.5}]"))
+        ).content
+        assert comments(raw)[:3] == ["keep-alive"] * 3
+
+
+async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
+    """[tool:NAME] calls the request's tool with schema-valid arguments; namespaces come back."""
+    async with _http(_proxy()) as http:
+        async with _sdk(http).responses.stream(
+            model="m", input="weather? [tool:get]", tools=cast(Any, NS_TOOLS)
+        ) as stream:
+            final = await stream.get_final_response()
+        call = cast(Any, final.output[0])
+        assert (call.type, call.namespace, call.name) == ("function_call", "weather", "get")
+        assert json.loads(call.arguments) == {"city": "example"}
+        async with _sdk(http).responses.stream(
+            model="m", input="run [tool:exec]", tools=cast(Any, NS_TOOLS)
+        ) as stream:
+            final = await stream.get_final_response()
+        assert cast(Any, final.output[0]).type == "custom_tool_call"
+        async with _sdk(http).chat.completions.stream(
+            model="m",
+            messages=[{"role": "user", "content": "[tool:lookup]"}],
+            tools=cast(Any, CHAT_TOOLS),
+        ) as chat:
+            completion = await chat.get_final_completion()
+        (tool_call,) = completion.choices[0].message.tool_calls or []
+        assert json.loads(cast(Any, tool_call).function.arguments) == {"q": 0}
+
+
+async def test_replayed_tool_output_gets_a_final_answer() -> None:
+    """A request ending in a tool result gets text, so agent loops end."""
+    body = {
+        "model": "m",
+        "stream": True,
+        "input": [
+            {"role": "user", "content": "[tool:get]"},
+            {
+                "type": "function_call",
+                "call_id": "c",
+                "name": "get",
+                "namespace": "weather",
+                "arguments": "{}",
+            },
+            {"type": "function_call_output", "call_id": "c", "output": "sunny"},
+        ],
+        "tools": NS_TOOLS,
+    }
+    async with _http(_proxy()) as http:
+        events = [e.json() for e in parse((await http.post("/v1/responses", json=body)).content)]
+    assert "sunny" in events[-1]["response"]["output"][0]["content"][0]["text"]
+
+
+async def test_reasoning_incomplete_and_usage_null_directives() -> None:
+    """[reasoning] adds reasoning, [incomplete] ends incomplete, [usage-nulls] never reaches the wire as null."""
+    async with _http(_proxy()) as http:
+        events = [
+            e.json()
+            for e in parse(
+                (
+                    await http.post(
+                        "/v1/responses", json=_responses("x [reasoning] [incomplete] [usage-nulls]")
+                    )
+                ).content
+            )
+        ]
+        assert events[-1]["type"] == "response.incomplete"
+        assert events[-1]["response"]["output"][0]["type"] == "reasoning"
+        assert events[-1]["response"]["usage"]["input_tokens_details"] == {"cached_tokens": 0}
+        chunks = [
+            e.json()
+            for e in parse(
+                (
+                    await http.post(
+                        "/v1/chat/completions",
+                        json=_chat(
+                            "x [reasoning] [incomplete] [usage-nulls]",
+                            stream_options={"include_usage": True},
+                        ),
+                    )
+                ).content
+            )[:-1]
+        ]
+        assert any("reasoning_content" in c["choices"][0]["delta"] for c in chunks if c["choices"])
+        assert any(c["choices"] and c["choices"][0]["finish_reason"] == "length" for c in chunks)
+        assert chunks[-1]["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+
+
+async def test_error_directive_before_and_after_commit() -> None:
+    """[error:429] fast → HTTP 429 the SDK raises; slow → a terminal failure event."""
+    async with _http(_proxy()) as http:
+        with pytest.raises(openai.RateLimitError):
+            await _sdk(http).responses.create(model="m", input="[error:429]", stream=True)
+        response = await http.post("/v1/chat/completions", json=_chat("[error:503]"))
+        assert response.status_code == 503
+        events = [
+            e.json()
+            for e in parse(
+                (
+                    await http.post(
+                        "/v1/responses", json=_responses(f"[error:500] [delay:{K * 2.5}]")
+                    )
+                ).content
+            )
+        ]
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+
+
+# -- operations: auth, models, health, metrics, logs ---------------------------------------------
+
+
+async def test_inbound_api_key() -> None:
+    """With --api-key, /v1/* needs the bearer token (401 in OpenAI's shape); health stays open."""
+    app = _proxy(api_key="s3cret")
+    async with _http(app) as http:
+        denied = await http.post("/v1/responses", json=_responses("x"))
+        assert denied.status_code == 401
+        assert denied.json()["error"]["code"] == "invalid_api_key"
+        assert (await http.get("/healthz")).status_code == 200
+    async with _http(app, authorization="Bearer s3cret") as http:
+        assert (await http.post("/v1/responses", json=_responses("x"))).status_code == 200
+        assert (await http.get("/v1/models")).json()["data"][0]["id"] == "aiostream-synth-echo"
+
+
+async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFixture) -> None:
+    """Counters by outcome at /metrics; one structured line per request with dropped fields."""
+    caplog.set_level(logging.INFO, "aiostream_synth.proxy")
+    async with _http(_proxy()) as http:
+        await http.post("/v1/responses", json=_responses("x", client_metadata={"a": 1}))
+        await http.post("/v1/responses", json=_responses("[incomplete]"))
+        await http.post("/v1/chat/completions", json=_chat("[error:429]"))
+        await http.post("/v1/responses", content=b"{nope")
+        metrics = (await http.get("/metrics")).text
+    assert (
+        'aiostream_synth_requests_total{dialect="responses",stream="true",outcome="completed"} 1'
+        in metrics
+    )
+    assert 'outcome="incomplete"} 1' in metrics
+    assert (
+        'aiostream_synth_requests_total{dialect="chat",stream="true",outcome="failed"} 1' in metrics
+    )
+    assert 'outcome="rejected"} 1' in metrics
+    assert "aiostream_synth_upstream_latency_seconds_count 3" in metrics
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
+    assert len(lines) == 4
+    assert "dropped=client_metadata" in lines[0]
+    assert "outcome=completed" in lines[0]
+
+
+# -- in front of a non-streaming upstream ---------------------------------------------------------
+
+
+# The openai SDK waits on a worker thread while calling the upstream; trio's autojumping
+# MockClock would count that as idle time and fire every timer, so these run on real clocks.
+real_clock = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+
+
+def _upstream_proxy(fake: FakeUpstream, **config: Any) -> ProxyApp:
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    backend = UpstreamBackend(
+        "http://upstream/v1",
+        api_key="upstream-key",
+        http_client=http,
+        forward_authorization=config.pop("forward_authorization", False),
+    )
+    return ProxyApp(ProxyConfig(**{"keepalive_s": K, **config}), backend=backend)
+
+
+@real_clock
+async def test_upstream_gets_one_non_streaming_call_with_flat_tools() -> None:
+    """Streaming clients, non-streaming upstream: sanitized body, names restored on the way back."""
+    fake = FakeUpstream()
+    async with _http(_upstream_proxy(fake)) as http:
+        async with _sdk(http).responses.stream(
+            model="m", input="x", tools=cast(Any, NS_TOOLS[:1])
+        ) as stream:
+            final = await stream.get_final_response()
+        call = cast(Any, final.output[0])
+        assert (call.namespace, call.name) == ("weather", "get")
+        path, body, headers = fake.requests[-1]
+        assert path == "/v1/responses"
+        assert "stream" not in body
+        assert body["tools"][0]["name"] == "weather__get"
+        assert headers["authorization"] == "Bearer upstream-key"
+        completion = await _sdk(http).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}]
+        )
+        assert completion.choices[0].message.content == "upstream answer"
+        assert (await http.get("/v1/models")).json()["data"][0]["id"] == "upstream-model"
+
+
+@real_clock
+async def test_upstream_errors_before_and_after_commit() -> None:
+    """4xx/5xx before the first keepalive keep status and message; after, a terminal event."""
+    fake = FakeUpstream()
+    async with _http(_upstream_proxy(fake, keepalive_s=3600)) as http:
+        response = await http.post(
+            "/v1/chat/completions", json={**_chat("x"), "model": "error-400"}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["message"] == "upstream says no (400)"
+        response = await http.post("/v1/responses", json={**_responses("x"), "model": "error-502"})
+        assert response.status_code == 502
+    async with _http(_upstream_proxy(fake)) as http:
+        raw = (
+            await http.post(
+                "/v1/responses", json={**_responses("x"), "model": f"slow-{K * 2.5}-error-500"}
+            )
+        ).content
+        events = [e.json() for e in parse(raw)]
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        assert events[-1]["response"]["error"]["message"] == "upstream says no (500)"
+        raw = (
+            await http.post(
+                "/v1/chat/completions", json={**_chat("x"), "model": f"slow-{K * 2.5}-error-429"}
+            )
+        ).content
+        last = parse(raw)[-1].json()
+        assert last["error"]["code"] == "rate_limit_exceeded"
+
+
+@real_clock
+async def test_forwarding_the_clients_authorization() -> None:
+    """--forward-authorization sends the client's own bearer token upstream."""
+    fake = FakeUpstream()
+    async with _http(
+        _upstream_proxy(fake, forward_authorization=True), authorization="Bearer client-token"
+    ) as http:
+        await http.post("/v1/responses", json=_responses("x"))
+    assert fake.requests[-1][2]["authorization"] == "Bearer client-token"

@@ -1,0 +1,127 @@
+"""``aiostream-synth serve`` as a real process: graceful SIGTERM, several workers, trio."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import httpx
+import pytest
+
+from .servers import free_port
+from .sse_parser import parse
+
+
+@contextmanager
+def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aiostream_synth",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            *options,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(
+                    f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
+                )
+            time.sleep(0.05)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_sigterm_ends_a_live_stream_with_its_terminal_event(loop: str) -> None:
+    """SIGTERM mid-wait: the open stream ends with error + response.failed, then the server exits."""
+    with serve("--keepalive-s", "0.1", "--drain-timeout", "0.3", "--loop", loop) as (process, url):
+        body = {"model": "m", "input": "wait [delay:60]", "stream": True}
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", f"{url}/v1/responses", json=body) as response,
+        ):
+            lines = response.iter_lines()
+            assert next(lines) == "event: response.created"
+            process.send_signal(signal.SIGTERM)
+            rest = "\n".join(lines)
+        assert process.wait(timeout=15) == 0
+    events = [e.json() for e in parse(rest + "\n\n")]
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-1]["response"]["error"]["message"] == "server shutting down"
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+        with suppress(OSError):
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line
+            )
+            if fields.get("PPid", "").strip() == str(pid):
+                found.append(int(status.parent.name))
+    return found
+
+
+def test_two_workers_share_the_port() -> None:
+    """--workers 2: two processes serve one port; requests succeed; SIGTERM stops them all."""
+    with serve("--workers", "2", "--keepalive-s", "0.1") as (process, url):
+        assert len(_children(process.pid)) == 2
+        with httpx.Client(timeout=30) as client:
+            for i in range(6):
+                response = client.post(
+                    f"{url}/v1/chat/completions",
+                    json={
+                        "model": "m",
+                        "stream": True,
+                        "messages": [{"role": "user", "content": f"n{i}"}],
+                    },
+                )
+                assert parse(response.content)[-1].data == "[DONE]"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+        assert not any(os.path.exists(f"/proc/{child}") for child in _children(process.pid))
+
+
+def test_options_come_from_the_environment() -> None:
+    """AIOSTREAM_SYNTH_* variables set options (here the inbound API key)."""
+    os.environ["AIOSTREAM_SYNTH_API_KEY"] = "from-env"
+    try:
+        with serve() as (_, url):
+            assert (
+                httpx.post(f"{url}/v1/responses", json={"model": "m", "input": "x"}).status_code
+                == 401
+            )
+            ok = httpx.post(
+                f"{url}/v1/responses",
+                json={"model": "m", "input": "x"},
+                headers={"authorization": "Bearer from-env"},
+            )
+            assert ok.status_code == 200
+    finally:
+        del os.environ["AIOSTREAM_SYNTH_API_KEY"]
