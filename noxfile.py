@@ -43,7 +43,7 @@ def _group(name: str) -> list[str]:
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """Run the test suite (asyncio and trio) against an installed wheel of the package."""
-    session.install(".[trio,starlette]", *_group("test"))
+    session.install(".[trio,starlette,proxy]", *_group("test"))
     session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
 
 
@@ -58,14 +58,14 @@ def lint(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, the tests and the benchmarks."""
-    session.install(".[trio,starlette]", *_group("typecheck"))
+    session.install(".[trio,starlette,proxy]", *_group("typecheck"))
     session.run("mypy")
 
 
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (not part of the test run): ratios to a floor measured in the same run."""
-    session.install(".[starlette]", *_group("test"))
+    session.install(".[starlette,proxy]", *_group("test"))
     bench = ROOT / "benchmarks"
     session.run("python", str(bench / "bench_synthesis.py"), "--budget", "0.5")
     session.run("python", str(bench / "bench_engine.py"), "--quick")
