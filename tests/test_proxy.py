@@ -260,6 +260,25 @@ async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFix
     assert len(lines) == 4
     assert "dropped=client_metadata" in lines[0]
     assert "outcome=completed" in lines[0]
+    assert "keepalives=0" in lines[0]  # a fast answer's own created/in_progress are not keepalives
+
+
+async def test_keepalives_are_counted_only_while_waiting(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line counts keepalive frames sent while the backend worked."""
+    caplog.set_level(logging.INFO, "aiostream_synth.proxy")
+    async with _http(_proxy()) as http:
+        await http.post("/v1/responses", json=_responses(f"x [delay:{K * 2.5}]"))
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
+    assert "keepalives=3" in line  # created + in_progress at the first tick, in_progress at the second
+
+
+async def test_tool_directive_with_explicit_arguments() -> None:
+    """[tool:NAME {json}] passes those arguments through."""
+    async with _http(_proxy()) as http:
+        body = _responses('[tool:get {"city": "Oslo"}]', tools=NS_TOOLS)
+        events = [e.json() for e in parse((await http.post("/v1/responses", json=body)).content)]
+    call = events[-1]["response"]["output"][0]
+    assert json.loads(call["arguments"]) == {"city": "Oslo"}
 
 
 # -- in front of a non-streaming upstream ---------------------------------------------------------

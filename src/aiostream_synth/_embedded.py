@@ -7,7 +7,8 @@ message script the answer:
 ``[delay:30]``    answer after 30 seconds
 ``[tool:NAME]``   call the request's tool NAME (flat name, or the short name of a
                   namespaced tool), with arguments valid for its JSON schema; a custom
-                  tool gets a text input
+                  tool gets a text input. ``[tool:NAME {"cmd": "ls"}]`` gives the
+                  arguments (for a custom tool: the text after the name) explicitly
 ``[reasoning]``   add a reasoning item (Responses) / ``reasoning_content`` (chat)
 ``[error:429]``   fail with that HTTP status
 ``[incomplete]``  status ``incomplete`` / ``finish_reason: length``
@@ -114,11 +115,13 @@ class EmbeddedBackend:
             answer, directives = f"The tool returned: {tool_result[:200]}", {}
         else:
             answer = clean or "(empty message)"
-        tool = (
-            self._find_tool(params.get("tools"), directives.get("tool"), call.dialect)
-            if "tool" in directives
-            else None
-        )
+        tool = None
+        if "tool" in directives:
+            name, _, explicit = directives["tool"].strip().partition(" ")
+            directives["tool"] = name
+            tool = self._find_tool(params.get("tools"), name, call.dialect)
+            if tool is not None:
+                tool["explicit"] = explicit.strip() or None
         model = str(params.get("model") or self.model)
         if call.dialect == "chat":
             return self._chat(model, answer, clean, directives, tool)
@@ -203,10 +206,13 @@ class EmbeddedBackend:
                 call = {
                     "id": f"call_{key}",
                     "type": "custom",
-                    "custom": {"name": tool["name"], "input": prompt or "example"},
+                    "custom": {
+                        "name": tool["name"],
+                        "input": tool["explicit"] or prompt or "example",
+                    },
                 }
             else:
-                arguments = _json(_example(tool["schema"] or {"type": "object"}))
+                arguments = _arguments(tool)
                 call = {
                     "id": f"call_{key}",
                     "type": "function",
@@ -253,7 +259,7 @@ class EmbeddedBackend:
                         "id": f"ctc_{key}",
                         "call_id": f"call_{key}",
                         "name": tool["name"],
-                        "input": prompt or "example",
+                        "input": tool["explicit"] or prompt or "example",
                     }
                 )
             else:
@@ -263,7 +269,7 @@ class EmbeddedBackend:
                         "id": f"fc_{key}",
                         "call_id": f"call_{key}",
                         "name": tool["name"],
-                        "arguments": _json(_example(tool["schema"] or {"type": "object"})),
+                        "arguments": _arguments(tool),
                         "status": "completed",
                     }
                 )
@@ -300,3 +306,11 @@ def _json(value: Any) -> str:
     from ._json import dumps
 
     return dumps(value).decode()
+
+
+def _arguments(tool: dict[str, Any]) -> str:
+    """Explicit JSON arguments when the directive gave them, else an example for the schema."""
+    explicit = tool.get("explicit")
+    if explicit:
+        return str(explicit)
+    return _json(_example(tool["schema"] or {"type": "object"}))

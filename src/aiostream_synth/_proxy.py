@@ -300,7 +300,12 @@ class ProxyApp:
                 if body:
                     record.bytes_sent += len(body)
                     record.last_frame = body
-                    if body == CHAT_KEEPALIVE_FRAME or is_responses_lifecycle_chunk(body):
+                    # A liveness frame while the backend still works is a keepalive (the
+                    # synthesized stream's own created / in_progress events come after it).
+                    waiting = record.upstream_latency is None
+                    if waiting and (
+                        body == CHAT_KEEPALIVE_FRAME or is_responses_lifecycle_chunk(body)
+                    ):
                         record.keepalives += 1
                 if not message.get("more_body", False):
                     record.finished = True
