@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import pathlib
+import shutil
 
 import nox
 
@@ -40,10 +41,27 @@ def _group(name: str) -> list[str]:
     return list(nox.project.dependency_groups(PYPROJECT, name))
 
 
+CLIENTS = ROOT / "tests" / "clients"
+
+
+def _install_node_clients(session: nox.Session) -> None:
+    """openai-node and the Codex CLI for tests/test_clients.py, pinned by package-lock.json."""
+    if (CLIENTS / "node_modules" / ".package-lock.json").exists():
+        return
+    if shutil.which("npm") is None:
+        session.warn(
+            "npm not found: the Node SDK and Codex CLI tests will be skipped (CI fails instead)"
+        )
+        return
+    with session.chdir(CLIENTS):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+
+
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """Run the test suite (asyncio and trio) against an installed wheel of the package."""
     session.install(".[trio,starlette,proxy]", *_group("test"))
+    _install_node_clients(session)
     session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
 
 

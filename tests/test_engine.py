@@ -329,3 +329,16 @@ def test_bad_options_are_rejected() -> None:
         SynthesizedStream(backend, ChatDialect(), keepalive_interval=0)
     with pytest.raises(ValueError, match="on_disconnect"):
         SynthesizedStream(backend, ChatDialect(), on_disconnect="ignore")  # type: ignore[arg-type]
+
+
+async def test_responses_comment_keepalive_still_opens_with_created() -> None:
+    """keepalive='comment': comments while waiting, then a complete stream starting at created."""
+    gate = Gate(RESULT)
+    async with SynthesizedStream(
+        gate, ResponsesDialect(keepalive="comment"), keepalive_interval=INTERVAL
+    ) as stream:
+        frames = await _collect(stream, gate, after=2)
+    assert frames[:2] == [b": keep-alive\n\n"] * 2
+    events = [e.json() for e in parse(b"".join(frames[2:]))]
+    assert events[0]["type"] == "response.created"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))

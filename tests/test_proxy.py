@@ -269,7 +269,9 @@ async def test_keepalives_are_counted_only_while_waiting(caplog: pytest.LogCaptu
     async with _http(_proxy()) as http:
         await http.post("/v1/responses", json=_responses(f"x [delay:{K * 2.5}]"))
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
-    assert "keepalives=3" in line  # created + in_progress at the first tick, in_progress at the second
+    assert (
+        "keepalives=3" in line
+    )  # created + in_progress at the first tick, in_progress at the second
 
 
 async def test_tool_directive_with_explicit_arguments() -> None:

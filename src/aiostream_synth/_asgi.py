@@ -100,6 +100,7 @@ class StreamSettings:
     finish_timeout: float = 60.0
     on_abandoned: Callable[[StreamOutcome], object] | None = None
     responses_events: Fidelity = "full"
+    responses_keepalive: Literal["events", "comment"] = "events"
     chat_keepalive: Literal["comment", "none"] = "comment"
     emit_reasoning_alias: bool = False
     sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
@@ -129,7 +130,10 @@ def open_stream(
         )
     else:
         dialect = ResponsesDialect(
-            ns_map=prepared.ns_map, fidelity=settings.responses_events, base=prepared.echo
+            ns_map=prepared.ns_map,
+            fidelity=settings.responses_events,
+            base=prepared.echo,
+            keepalive=settings.responses_keepalive,
         )
     return SynthesizedStream(
         functools.partial(backend, call),

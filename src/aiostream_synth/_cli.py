@@ -30,6 +30,7 @@ _BOOL_FIELDS = (
 )
 _CHOICES: dict[str, list[str]] = {
     "responses_events": ["full", "minimal"],
+    "responses_keepalive": ["events", "comment"],
     "chat_keepalive": ["comment", "none"],
     "on_disconnect": ["cancel", "finish"],
     "server": ["uvicorn", "hypercorn"],
@@ -48,6 +49,7 @@ _HELP = {
     "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
     "keepalive_s": "keepalive interval while the backend works, seconds",
     "responses_events": "Responses event fidelity",
+    "responses_keepalive": "Responses keepalive: events (Codex needs them) or SSE comments",
     "chat_keepalive": "chat keepalive: SSE comment, or nothing",
     "timeout": "total deadline per backend call, seconds (0: none)",
     "on_disconnect": "when the client leaves: cancel the backend call, or let it finish",

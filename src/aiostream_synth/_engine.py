@@ -74,6 +74,10 @@ class ResponsesDialect:
 
     ns_map: NamespaceMap = field(default_factory=dict)
     fidelity: Fidelity = "full"
+    #: ``"events"``: ``response.created`` / ``response.in_progress`` (what Codex needs: SSE
+    #: comments never reset its idle timer); ``"comment"``: ``: keep-alive`` comments only,
+    #: as a generic SSE proxy would send.
+    keepalive: Literal["events", "comment"] = "events"
     #: The id every event carries; generated when None. The result's own id is replaced by it.
     response_id: str | None = None
     #: Skeleton fields for keepalive envelopes before the result exists (``model``, echoes...).
@@ -113,6 +117,7 @@ class SynthesizedStream:
         "_backend",
         "_backend_scope",
         "_committed",
+        "_created_sent",
         "_dialect",
         "_done",
         "_done_event",
@@ -174,6 +179,7 @@ class SynthesizedStream:
         self._finished = False
         self._entered = False
         self._seq = 0
+        self._created_sent = False  # Responses: keepalive events already opened the stream
         self._keepalive: ResponsesKeepalive | None = None
         self._response_id = (
             (dialect.response_id or new_response_id())
@@ -324,6 +330,8 @@ class SynthesizedStream:
         dialect = self._dialect
         if isinstance(dialect, ChatDialect):
             return [CHAT_KEEPALIVE_FRAME] if dialect.keepalive == "comment" else []
+        if dialect.keepalive == "comment":
+            return [CHAT_KEEPALIVE_FRAME]
         if self._keepalive is None:
             assert self._response_id is not None
             self._keepalive = ResponsesKeepalive(
@@ -332,8 +340,9 @@ class SynthesizedStream:
                 numbered=dialect.fidelity == "full",
             )
         frames = self._keepalive.frames(
-            include_created=not self._committed, sequence_start=self._seq
+            include_created=not self._created_sent, sequence_start=self._seq
         )
+        self._created_sent = True
         self._seq += len(frames)
         return frames
 
@@ -370,9 +379,9 @@ class SynthesizedStream:
             self._result,
             dialect.ns_map,
             fidelity=dialect.fidelity,
-            include_created=not self._committed,
+            include_created=not self._created_sent,
             # Before commit the result keeps its own id unless the caller fixed one.
-            response_id=self._response_id if self._committed else dialect.response_id,
+            response_id=self._response_id if self._created_sent else dialect.response_id,
             sequence_start=self._seq if full else None,
             delta_chars=dialect.delta_chars,
         )
@@ -386,7 +395,7 @@ class SynthesizedStream:
             failure.message,
             failure.code,
             self._response_id,
-            include_created=not self._committed,
+            include_created=not self._created_sent,
             fidelity=dialect.fidelity,
             base=dict(dialect.base or {}),
             sequence_start=self._seq if full else None,

@@ -72,6 +72,8 @@ class ProxyConfig:
     api_key: str | None = None
     keepalive_s: float = 10.0
     responses_events: Fidelity = "full"
+    #: "comment" sends SSE comments instead of keepalive events (Codex's idle timer ignores them).
+    responses_keepalive: Literal["events", "comment"] = "events"
     chat_keepalive: Literal["comment", "none"] = "comment"
     #: Total deadline per backend call, seconds; None for no deadline.
     timeout: float | None = 1800.0
@@ -178,6 +180,7 @@ class ProxyApp:
             timeout=config.timeout,
             on_disconnect=config.on_disconnect,
             responses_events=config.responses_events,
+            responses_keepalive=config.responses_keepalive,
             chat_keepalive=config.chat_keepalive,
             sanitize=SanitizeOptions(
                 drop_custom_tools=config.drop_custom_tools,
