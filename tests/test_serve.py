@@ -125,3 +125,72 @@ def test_options_come_from_the_environment() -> None:
             assert ok.status_code == 200
     finally:
         del os.environ["AIOSTREAM_SYNTH_API_KEY"]
+
+
+def test_serve_in_front_of_a_real_non_streaming_upstream() -> None:
+    """``serve --upstream`` over loopback: both dialects stream from a non-streaming upstream;
+    upstream errors keep their status before commit and become terminal events after it."""
+    from .fake_upstream import FakeUpstream
+    from .servers import serve as serve_app
+
+    fake = FakeUpstream()
+    with (
+        serve_app(fake, "uvicorn") as upstream,
+        serve(
+            "--upstream", f"{upstream}/v1", "--keepalive-s", "0.2", "--upstream-api-key", "up-key"
+        ) as (_, url),
+        httpx.Client(timeout=30) as client,
+    ):
+        chat = client.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]},
+        )
+        chunks = parse(chat.content)
+        assert chunks[-1].data == "[DONE]"
+        assert "upstream answer" in chat.text
+        slow = client.post(
+            f"{url}/v1/responses",
+            json={
+                "model": "slow-0.7",
+                "stream": True,
+                "input": "x",
+                "tools": [
+                    {
+                        "type": "namespace",
+                        "name": "ns",
+                        "description": "",
+                        "tools": [
+                            {"type": "function", "name": "f", "parameters": {}, "strict": False}
+                        ],
+                    }
+                ],
+            },
+        )
+        events = [e.json() for e in parse(slow.content)]
+        assert events[0]["type"] == "response.created"
+        assert events[-1]["type"] == "response.completed"
+        call = events[-1]["response"]["output"][0]
+        assert (call["namespace"], call["name"]) == ("ns", "f")
+        assert (
+            client.post(
+                f"{url}/v1/responses", json={"model": "error-404", "stream": True, "input": "x"}
+            ).status_code
+            == 404
+        )
+        late = client.post(
+            f"{url}/v1/responses",
+            json={"model": "slow-0.7-error-503", "stream": True, "input": "x"},
+        )
+        assert [e.json()["type"] for e in parse(late.content)][-2:] == [
+            "error",
+            "response.failed",
+        ]
+        plain = client.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+        )
+        assert plain.json()["choices"][0]["message"]["content"] == "upstream answer"
+    sent = [body for path, body, headers in fake.requests]
+    assert all("stream" not in body or body["stream"] is False for body in sent)
+    assert all(headers["authorization"] == "Bearer up-key" for _, _, headers in fake.requests)
+    assert sent[1]["tools"][0]["name"] == "ns__f"
