@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-__all__ = ["delete_path", "dotted", "plan_pruning", "validate_pruning"]
+__all__ = ["delete_path", "dotted", "plan_from_errors", "plan_pruning", "validate_pruning"]
 
 T = TypeVar("T")
 Loc = tuple[str | int, ...]
@@ -78,7 +78,13 @@ def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
 
 def plan_pruning(body: Any, error: ValidationError) -> list[Loc]:
     """Literal paths of unknown keys whose removal fixes (part of) ``error``; may be empty."""
-    errors = [(tuple(e["loc"]), e["type"]) for e in error.errors(include_url=False)]
+    return plan_from_errors(
+        body, [(tuple(e["loc"]), e["type"]) for e in error.errors(include_url=False)]
+    )
+
+
+def plan_from_errors(body: Any, errors: list[tuple[Loc, str]]) -> list[Loc]:
+    """:func:`plan_pruning` for ``(location, error type)`` pairs already extracted."""
     deletions, _ = _plan(body, errors)
     return sorted(set(deletions), key=lambda loc: [str(p) for p in loc])
 

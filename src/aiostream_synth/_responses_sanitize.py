@@ -33,7 +33,7 @@ from ._namespaces import (
     flatten_namespace_tools,
 )
 from ._params import ResponsesParams, item_adapter, list_adapter, param_fields
-from ._pruning import validate_pruning
+from ._pruning import Loc, delete_path, dotted, plan_from_errors, validate_pruning
 
 __all__ = [
     "CLIENT_EXECUTED_TOOL_TYPES",
@@ -70,19 +70,32 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _failing_indexes(adapter: TypeAdapter[Any], items: list[Any]) -> set[int]:
-    """Indexes of ``items`` that do not validate, found with one call on the whole list."""
+def _failing_items(adapter: TypeAdapter[Any], items: list[Any]) -> dict[int, list[tuple[Loc, str]]]:
+    """The errors of each item that does not validate, found with one call on the whole list."""
     try:
         adapter.validate_python(items)
     except ValidationError as exc:
-        bad = {e["loc"][0] for e in exc.errors(include_url=False) if e["loc"]}
-        return {i for i in bad if isinstance(i, int)}
-    return set()
+        bad: dict[int, list[tuple[Loc, str]]] = {}
+        for error in exc.errors(include_url=False):
+            loc = error["loc"]
+            if loc and isinstance(loc[0], int):
+                bad.setdefault(loc[0], []).append((tuple(loc[1:]), error["type"]))
+        return bad
+    return {}
 
 
-def _validated(adapter: TypeAdapter[Any], item: Any, what: str, index: int) -> Any | None:
-    """``item`` if valid, a pruned copy if unknown keys were all that was wrong, else None."""
+def _validated(
+    adapter: TypeAdapter[Any], item: Any, errors: list[tuple[Loc, str]], what: str, index: int
+) -> Any | None:
+    """A pruned copy of a failing ``item`` if unknown keys were all that was wrong, else None.
+
+    The pruning plan comes from the errors the whole-list validation already reported, so a
+    fixable item is validated once more, not re-diagnosed from scratch.
+    """
     candidate = json_copy(item)
+    for path in plan_from_errors(candidate, errors):
+        if delete_path(candidate, path):
+            LOG.warning("pruned field %s: not in the params model", dotted((what, index, *path)))
     try:
         validate_pruning(adapter.validate_python, candidate, LOG, prefix=(what, index))
     except ValidationError as exc:
@@ -100,9 +113,10 @@ def _validate_each(model: type[BaseModel], field: str, items: list[Any]) -> list
     whole = list_adapter(model, field)
     if adapter is None or whole is None:
         return list(items)
-    bad = _failing_indexes(whole, items)
+    bad = _failing_items(whole, items)
     return [
-        _validated(adapter, item, field, i) if i in bad else item for i, item in enumerate(items)
+        _validated(adapter, item, bad[i], field, i) if i in bad else item
+        for i, item in enumerate(items)
     ]
 
 
