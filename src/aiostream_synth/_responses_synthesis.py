@@ -77,7 +77,10 @@ class _Events:
         if self.seq is not None:
             payload["sequence_number"] = self.seq
             self.seq += 1
-        self.frames.append(event_prefix(payload["type"]) + dumps(payload, _WHAT) + b"\n\n")
+        # One join: a long event is copied once, not once per concatenation.
+        self.frames.append(
+            b"".join((event_prefix(payload["type"]), dumps(payload, _WHAT), b"\n\n"))
+        )
 
 
 def _chunks(text: str, size: int | None) -> list[str]:
