@@ -16,6 +16,7 @@ from aiostream_synth import (
     StreamOutcome,
     SynthesizedStream,
 )
+from aiostream_synth._chat_synthesis import chat_frames
 
 from .sse_parser import comments, parse
 
@@ -342,3 +343,19 @@ async def test_responses_comment_keepalive_still_opens_with_created() -> None:
     events = [e.json() for e in parse(b"".join(frames[2:]))]
     assert events[0]["type"] == "response.created"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
+
+
+async def test_drain_ready_hands_over_what_is_already_synthesized() -> None:
+    """After one frame, drain_ready returns the rest of that batch in order, then nothing."""
+
+    async def backend() -> Any:
+        return COMPLETION
+
+    async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
+        first = await stream.__anext__()
+        rest = stream.drain_ready()
+        assert stream.drain_ready() == []
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+    frames = [first, *rest]
+    assert frames == list(chat_frames(COMPLETION))

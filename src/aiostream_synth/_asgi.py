@@ -248,7 +248,9 @@ async def _write(stream: SynthesizedStream, send: Send) -> None:
         if not started:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             started = True
-        await send({"type": "http.response.body", "body": frame, "more_body": True})
+        ready = stream.drain_ready()
+        body = b"".join((frame, *ready)) if ready else frame
+        await send({"type": "http.response.body", "body": body, "more_body": True})
     if not started:  # an empty stream still needs its headers
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
 

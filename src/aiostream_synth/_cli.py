@@ -34,7 +34,7 @@ _CHOICES: dict[str, list[str]] = {
     "chat_keepalive": ["comment", "none"],
     "on_disconnect": ["cancel", "finish"],
     "server": ["uvicorn", "hypercorn"],
-    "loop": ["asyncio", "uvloop", "trio"],
+    "loop": ["auto", "asyncio", "uvloop", "trio"],
     "log_level": ["critical", "error", "warning", "info", "debug"],
 }
 _HELP = {
@@ -60,7 +60,7 @@ _HELP = {
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn)",
     "server": "ASGI server",
-    "loop": "event loop (trio runs on hypercorn's trio worker)",
+    "loop": "event loop: auto (uvloop when installed), asyncio, uvloop, or trio (hypercorn's trio worker)",
     "log_level": "log level",
     "model": "the embedded model's name",
 }

@@ -299,6 +299,8 @@ class EmbeddedBackend:
             "tool_choice": "auto",
             "tools": [],
             "usage": self._usage(prompt, answer, "usage-nulls" in directives, "responses"),
+            # When the answer was ready (after any [delay]): lets load tests time the rest.
+            "completed_at": None if incomplete else time.time(),
         }
 
 

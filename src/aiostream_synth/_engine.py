@@ -319,6 +319,17 @@ class SynthesizedStream:
         self._finished = True
         return self._take(self._final_frames())
 
+    def drain_ready(self) -> list[bytes]:
+        """The frames already synthesized behind the one ``__anext__`` just returned, in order.
+
+        For writers that send several frames in one write (one ASGI message instead of one per
+        event). Nothing is computed or awaited: these frames exist already (the rest of a
+        keepalive tick, or of the complete result), so backpressure is unchanged.
+        """
+        ready = self._pending[::-1]
+        self._pending = []
+        return ready
+
     def _take(self, frames: list[bytes] | None = None) -> bytes:
         if frames is not None:
             frames.reverse()

@@ -85,7 +85,8 @@ class ProxyConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 1
     server: Literal["uvicorn", "hypercorn"] = "uvicorn"
-    loop: Literal["asyncio", "uvloop", "trio"] = "asyncio"
+    #: "auto": uvloop when installed, else asyncio.
+    loop: Literal["auto", "asyncio", "uvloop", "trio"] = "auto"
     log_level: str = "info"
     #: The embedded model's name.
     model: str = EMBEDDED_MODEL
@@ -131,6 +132,18 @@ _collector = _CollectWarnings()
 logging.getLogger("aiostream_synth").addHandler(_collector)
 
 
+def _is_keepalive(body: bytes) -> bool:
+    """A keepalive write: a comment, or created / in_progress events (one write may hold two)."""
+    if body == CHAT_KEEPALIVE_FRAME:
+        return True
+    blocks = body.split(b"\n\n")[:-1]
+    return bool(blocks) and all(is_responses_lifecycle_chunk(block + b"\n\n") for block in blocks)
+
+
+def _keepalive_frames(body: bytes) -> int:
+    return body.count(b"\n\n")
+
+
 def _outcome(record: _Record) -> str:
     if record.client_gone and not record.finished:
         return "client_gone"
@@ -142,7 +155,9 @@ def _outcome(record: _Record) -> str:
             if record.status < 400
             else ("rejected" if record.upstream_latency is None else "failed")
         )
-    last = record.last_frame
+    # One write may carry several frames: the outcome is named by the last of them.
+    cut = record.last_frame.rfind(b"\n\n", 0, -2)
+    last = record.last_frame if cut < 0 else record.last_frame[cut + 2 :]
     if last.startswith(b"event: response.completed") or last == b"data: [DONE]\n\n":
         return "completed"
     if last.startswith(b"event: response.incomplete"):
@@ -306,10 +321,8 @@ class ProxyApp:
                     # A liveness frame while the backend still works is a keepalive (the
                     # synthesized stream's own created / in_progress events come after it).
                     waiting = record.upstream_latency is None
-                    if waiting and (
-                        body == CHAT_KEEPALIVE_FRAME or is_responses_lifecycle_chunk(body)
-                    ):
-                        record.keepalives += 1
+                    if waiting and _is_keepalive(body):
+                        record.keepalives += _keepalive_frames(body)
                 if not message.get("more_body", False):
                     record.finished = True
             await send(message)

@@ -1,6 +1,6 @@
 """Running :class:`ProxyApp` on a real server, with graceful shutdown.
 
-* uvicorn (asyncio, or uvloop when installed): on the first SIGTERM/SIGINT the listening
+* uvicorn (uvloop and httptools when installed, else asyncio and h11): on the first SIGTERM/SIGINT the listening
   sockets close, open streams get ``drain_timeout`` to finish and the rest end with their
   terminal failure event ("server shutting down"); then uvicorn exits.
 * hypercorn with its trio worker (``--loop trio``) or asyncio: the same drain in the shutdown
@@ -43,7 +43,9 @@ def _bind(config: ProxyConfig) -> socket.socket:
 def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> None:
     import uvicorn
 
-    loop = "uvloop" if config.loop == "uvloop" else "asyncio"
+    loop = (
+        "asyncio" if config.loop == "asyncio" else "uvloop" if config.loop == "uvloop" else "auto"
+    )
 
     class DrainingServer(uvicorn.Server):
         draining = False
@@ -122,8 +124,18 @@ def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
         _uvicorn(app, config, sock)
 
 
+def _raise_open_files_limit() -> None:
+    """Thousands of open streams need thousands of sockets: lift the soft limit to the hard one."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
+    _raise_open_files_limit()
     if config.workers <= 1:
         _serve_one(config)
         return

@@ -1,0 +1,514 @@
+"""Long-turn load: thousands of concurrent streams, each waiting T seconds for its backend.
+
+Servers, each in its own process (one worker unless said), all answering ``POST /v1/responses``
+with ``stream: true`` from a backend that answers after T seconds, keepalive every K seconds:
+
+* ``floor``   — written here on bare asyncio sockets: the same wire bytes (keepalive events,
+  then the pre-rendered answer, chunked), nothing else;
+* ``native``  — :class:`SynthesizingApp` (the engine on the native ASGI path) on uvicorn;
+* ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
+* ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
+* ``proxy-w2``— the same with ``--workers 2``.
+
+The load client (this process, raw asyncio sockets, its own core) opens N streams at once and
+parses every frame; a stream passes only with its terminal event and every frame parsing.
+Reported per run: completed / failed, time to first byte, keepalive gap p50 / p99 / max in
+multiples of K, terminal lateness after the backend finished p50 / p99 (the backends stamp ``completed_at``;
+also end to end, from the request's send + T), server RSS per open
+stream, server CPU µs per keepalive. Loopback only; bounded in count and time.
+
+    python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
+    python benchmarks/bench_load.py -n 1000 5000 10000 --delay 20 --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2")
+BACKEND_RESULT: dict[str, Any] = {
+    "id": "resp_bench",
+    "object": "response",
+    "created_at": 1,
+    "model": "bench",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_bench",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "the answer", "annotations": []}],
+        }
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+}
+
+
+def _raise_fd_limit() -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _pin(cores: set[int]) -> None:
+    with contextlib.suppress(AttributeError, OSError):  # not Linux: no pinning
+        os.sched_setaffinity(0, cores & os.sched_getaffinity(0) or os.sched_getaffinity(0))
+
+
+# -- servers ----------------------------------------------------------------------------------------
+
+
+def _floor_server(port: int, delay: float, interval: float) -> None:
+    """Bare asyncio: read the request, chunked SSE, keepalive events every K, then the answer."""
+    from aiostream_synth._responses_synthesis import ResponsesKeepalive, responses_frames
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
+            await reader.readexactly(length)
+            start = time.monotonic()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+            )
+            keepalive = ResponsesKeepalive(
+                "resp_bench", base={"model": "bench", "created_at": 1}, numbered=True
+            )
+            seq, tick = 0, 1
+            while (due := start + tick * interval) < start + delay:
+                await asyncio.sleep(due - time.monotonic())
+                frames = keepalive.frames(include_created=seq == 0, sequence_start=seq)
+                seq += len(frames)
+                for frame in frames:
+                    writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                await writer.drain()
+                tick += 1
+            await asyncio.sleep(max(start + delay - time.monotonic(), 0))
+            result = {**BACKEND_RESULT, "completed_at": time.time()}
+            for frame in responses_frames(
+                result, include_created=False, response_id="resp_bench", sequence_start=seq
+            ):
+                writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=16384)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None:
+    import anyio
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from aiostream_synth import BackendCall, StreamSettings, SynthesizingApp
+    from aiostream_synth.starlette import synthesizing_routes
+
+    async def backend(call: BackendCall) -> Any:
+        await anyio.sleep(delay)
+        return {**BACKEND_RESULT, "completed_at": time.time()}
+
+    settings = StreamSettings(keepalive_interval=interval)
+    app: Any = (
+        SynthesizingApp(backend, settings)
+        if kind == "native"
+        else Starlette(routes=synthesizing_routes(backend, settings))
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", lifespan="off", backlog=16384)
+
+
+def start_server(kind: str, port: int, delay: float, interval: float) -> subprocess.Popen[bytes]:
+    if kind.startswith("proxy"):
+        workers = "2" if kind == "proxy-w2" else "1"
+        command = [
+            sys.executable,
+            "-m",
+            "aiostream_synth",
+            "serve",
+            "--port",
+            str(port),
+            "--keepalive-s",
+            str(interval),
+            "--log-level",
+            "error",
+            "--workers",
+            workers,
+            "--timeout",
+            "0",
+        ]
+    else:
+        command = [
+            sys.executable,
+            __file__,
+            "--serve",
+            kind,
+            "--port",
+            str(port),
+            "--delay",
+            str(delay),
+            "--interval",
+            str(interval),
+        ]
+    cores = "0-1" if kind == "proxy-w2" else "0"
+    return subprocess.Popen(
+        ["taskset", "-c", cores, *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _tree(pid: int) -> list[int]:
+    pids, found = [pid], True
+    while found:
+        found = False
+        for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            ppid = next(
+                (int(line.split()[1]) for line in text.splitlines() if line.startswith("PPid:")), -1
+            )
+            child = int(status.parent.name)
+            if ppid in pids and child not in pids:
+                pids.append(child)
+                found = True
+    return pids
+
+
+def _usage(pids: list[int]) -> tuple[float, int]:
+    """CPU seconds and RSS bytes of a process tree."""
+    cpu, rss = 0.0, 0
+    ticks, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    for pid in pids:
+        try:
+            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / ticks
+            rss += int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError):
+            pass
+    return cpu, rss
+
+
+# -- the load client ---------------------------------------------------------------------------------
+
+
+class Stats:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.opened = 0
+        self.completed = 0
+        self.failed = 0
+        self.keepalives = 0
+        self.ttfb: list[float] = []
+        self.gaps: list[float] = []
+        self.lateness: list[float] = []
+        self.e2e_lateness: list[float] = []
+        self.all_open = asyncio.Event()
+        self.errors: dict[str, int] = {}
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> Any:
+    """Yield the decoded body chunks of a chunked HTTP response."""
+    while True:
+        size_line = await reader.readline()
+        if not size_line:
+            return
+        size = int(size_line.strip().split(b";")[0] or b"0", 16)
+        if size == 0:
+            await reader.readline()
+            return
+        data = await reader.readexactly(size)
+        await reader.readexactly(2)
+        yield data
+
+
+async def one_stream(port: int, body: bytes, stats: Stats, delay: float, interval: float) -> None:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as exc:
+        stats.failed += 1
+        stats.errors[type(exc).__name__] = stats.errors.get(type(exc).__name__, 0) + 1
+        return
+    sent = time.monotonic()
+    writer.write(
+        b"POST /v1/responses HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+    stats.opened += 1
+    if stats.opened == stats.n:
+        stats.all_open.set()
+    terminal = False
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        stats.ttfb.append(time.monotonic() - sent)
+        if b" 200 " not in head.split(b"\r\n", 1)[0] or b"chunked" not in head.lower():
+            raise ValueError("unexpected response head")
+        buffer = b""
+        last_keepalive: float | None = None
+        async for data in _read_chunked(reader):
+            buffer += data
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                if not block or block.startswith(b":"):
+                    continue
+                event = json.loads(block.split(b"data: ", 1)[1])
+                kind = event["type"]
+                now = time.monotonic()
+                if kind == "response.in_progress":
+                    stats.keepalives += 1
+                    if last_keepalive is not None:
+                        stats.gaps.append((now - last_keepalive) / interval)
+                    last_keepalive = now
+                elif kind in ("response.completed", "response.failed", "response.incomplete"):
+                    terminal = kind == "response.completed"
+                    # From the moment the backend had its answer (it stamps completed_at) to
+                    # the terminal event here: what the server added; and end to end.
+                    finished = event["response"].get("completed_at")
+                    if finished:
+                        stats.lateness.append(time.time() - finished)
+                    stats.e2e_lateness.append(now - sent - delay)
+        if not terminal:
+            raise ValueError("no terminal event")
+        stats.completed += 1
+    except (OSError, ValueError, KeyError, asyncio.IncompleteReadError) as exc:
+        stats.failed += 1
+        stats.errors[type(exc).__name__] = stats.errors.get(type(exc).__name__, 0) + 1
+    finally:
+        writer.close()
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+async def run_load(
+    kind: str, port: int, n: int, delay: float, interval: float, server_pid: int, quiet: bool
+) -> dict[str, Any]:
+    prompt = f"bench [delay:{delay:g}]"
+    body = json.dumps({"model": "bench", "input": prompt, "stream": True}).encode()
+    stats = Stats(n)
+    pids = _tree(server_pid)
+    _, rss0 = _usage(pids)
+    start = time.monotonic()
+
+    async def progress() -> None:
+        while True:
+            await asyncio.sleep(2)
+            if not quiet:
+                print(
+                    f"  {kind} N={n}: t={time.monotonic() - start:5.1f}s opened {stats.opened}/{n} "
+                    f"completed {stats.completed} failed {stats.failed} keepalives {stats.keepalives}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    reporter = asyncio.create_task(progress())
+    tasks = [asyncio.create_task(one_stream(port, body, stats, delay, interval)) for _ in range(n)]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10))
+    await asyncio.sleep(min(interval * 1.5, delay / 4))
+    cpu1, rss1 = _usage(pids)
+    ka1 = stats.keepalives
+    await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
+    cpu2, _ = _usage(pids)
+    ka2 = stats.keepalives
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=delay * 3 + 60)
+    reporter.cancel()
+    return {
+        "server": kind,
+        "n": n,
+        "delay_s": delay,
+        "interval_s": interval,
+        "completed": stats.completed,
+        "failed": stats.failed,
+        "errors": stats.errors,
+        "ttfb_p50_s": _pct(stats.ttfb, 0.5),
+        "ttfb_p99_s": _pct(stats.ttfb, 0.99),
+        "gap_p50_k": _pct(stats.gaps, 0.5),
+        "gap_p99_k": _pct(stats.gaps, 0.99),
+        "gap_max_k": max(stats.gaps, default=None),
+        "lateness_p50_s": _pct(stats.lateness, 0.5),
+        "lateness_p99_s": _pct(stats.lateness, 0.99),
+        "e2e_lateness_p50_s": _pct(stats.e2e_lateness, 0.5),
+        "e2e_lateness_p99_s": _pct(stats.e2e_lateness, 0.99),
+        "kib_per_stream": (rss1 - rss0) / n / 1024,
+        "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
+        "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
+    }
+
+
+def _wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server on {port} did not start")
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| server | N | completed / failed | TTFB p50 | gap p50 / p99 / max (x K) | lateness p50 / p99 | end-to-end lateness p50 / p99 | KiB per stream | CPU µs per keepalive |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['server']} | {r['n']} | {r['completed']} / {r['failed']} | {_fmt(r['ttfb_p50_s'], '.3f')} s | "
+            f"{_fmt(r['gap_p50_k'], '.2f')} / {_fmt(r['gap_p99_k'], '.2f')} / {_fmt(r['gap_max_k'], '.2f')} | "
+            f"{_fmt(r['lateness_p50_s'], '.3f')} / {_fmt(r['lateness_p99_s'], '.3f')} s | "
+            f"{_fmt(r['e2e_lateness_p50_s'], '.3f')} / {_fmt(r['e2e_lateness_p99_s'], '.3f')} s | {r['kib_per_stream']:.1f} | "
+            f"{r['cpu_us_per_keepalive']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def plots(rows: list[dict[str, Any]], out: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    biggest = max(r["n"] for r in rows)
+    for r in rows:
+        if r["n"] == biggest and r["gaps"]:
+            ax.hist(
+                r["gaps"],
+                bins=60,
+                range=(0.8, 2.0),
+                histtype="step",
+                label=r["server"],
+                density=True,
+            )
+    ax.set_xlabel("keepalive gap (multiples of K)")
+    ax.set_ylabel("density")
+    ax.set_title(f"Keepalive gaps at N = {biggest}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "keepalive_gaps.png", dpi=110)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for server in dict.fromkeys(r["server"] for r in rows):
+        mine = sorted((r for r in rows if r["server"] == server), key=lambda r: r["n"])
+        left.plot(
+            [r["n"] for r in mine], [r["kib_per_stream"] for r in mine], marker="o", label=server
+        )
+        right.plot(
+            [r["n"] for r in mine],
+            [r["cpu_us_per_keepalive"] for r in mine],
+            marker="o",
+            label=server,
+        )
+    left.set_xlabel("N streams")
+    left.set_ylabel("server RSS per open stream (KiB)")
+    right.set_xlabel("N streams")
+    right.set_ylabel("server CPU per keepalive (µs)")
+    left.legend()
+    fig.tight_layout()
+    fig.savefig(out / "rss_cpu_vs_n.png", dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-n", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--delay", type=float, default=20.0)
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
+    parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--port", type=int, default=18800)
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        _raise_fd_limit()
+        if args.serve == "floor":
+            _floor_server(args.port, args.delay, args.interval)
+        else:
+            _uvicorn_server(args.serve, args.port, args.delay, args.interval)
+        return
+    if args.quick:
+        args.n, args.delay = [500], 5.0
+    _raise_fd_limit()
+    _pin({1})
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    port = args.port
+    for n in args.n:
+        for kind in args.servers:
+            port += 1
+            print(
+                f"running {kind} with N={n}, T={args.delay:g}s, K={args.interval:g}s",
+                file=sys.stderr,
+                flush=True,
+            )
+            server = start_server(kind, port, args.delay, args.interval)
+            try:
+                _wait_port(port)
+                time.sleep(0.5)
+                rows.append(
+                    asyncio.run(
+                        run_load(kind, port, n, args.delay, args.interval, server.pid, args.quiet)
+                    )
+                )
+            finally:
+                server.send_signal(signal.SIGINT)
+                try:
+                    server.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    (out / "load.json").write_text(json.dumps(rows, indent=2))
+    markdown = table(rows)
+    (out / "load.md").write_text(markdown + "\n")
+    plots(rows, out)
+    print(markdown)
+    print(f"\nresults: {out}/load.json, load.md, keepalive_gaps.png, rss_cpu_vs_n.png")
+
+
+if __name__ == "__main__":
+    main()
