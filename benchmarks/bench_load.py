@@ -236,6 +236,7 @@ class Stats:
         self.lateness: list[float] = []
         self.e2e_lateness: list[float] = []
         self.all_open = asyncio.Event()
+        self.all_started = asyncio.Event()
         self.errors: dict[str, int] = {}
 
 
@@ -274,6 +275,8 @@ async def one_stream(port: int, body: bytes, stats: Stats, delay: float, interva
     try:
         head = await reader.readuntil(b"\r\n\r\n")
         stats.ttfb.append(time.monotonic() - sent)
+        if len(stats.ttfb) == stats.n:
+            stats.all_started.set()
         if b" 200 " not in head.split(b"\r\n", 1)[0] or b"chunked" not in head.lower():
             raise ValueError("unexpected response head")
         buffer = b""
@@ -342,6 +345,9 @@ async def run_load(
     tasks = [asyncio.create_task(one_stream(port, body, stats, delay, interval)) for _ in range(n)]
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10))
+    # Measure only once the server holds every stream: each one has had its first byte.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stats.all_started.wait(), timeout=delay / 2)
     await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives

@@ -46,7 +46,9 @@ __all__ = [
     "SynthesizingApp",
     "handle_request",
     "open_stream",
+    "prepare",
     "read_body",
+    "refuse_when_closing",
     "run_backend_once",
     "send_json",
     "stream_to_asgi",
@@ -255,6 +257,22 @@ async def _write(stream: SynthesizedStream, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
 
 
+def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
+    """A 503 :class:`RequestError` once shutdown has begun: no new stream is opened."""
+    if shutdown is not None and shutdown.closing:
+        raise RequestError(
+            503, "The server is shutting down.", type="server_error", code="server_shutting_down"
+        )
+
+
+def prepare(dialect: Dialect, raw: bytes, settings: StreamSettings) -> PreparedRequest:
+    """:func:`prepare_request` with the settings' sanitizer options, then the ``on_prepared`` hook."""
+    prepared = prepare_request(dialect, raw, sanitize=settings.sanitize)
+    if settings.on_prepared is not None:
+        settings.on_prepared(prepared)
+    return prepared
+
+
 async def handle_request(
     dialect: Dialect,
     scope: Scope,
@@ -267,22 +285,13 @@ async def handle_request(
     """Serve one POST in ``dialect`` on the native path."""
     headers = request_headers(scope)
     try:
-        if shutdown is not None and shutdown.closing:
-            raise RequestError(
-                503,
-                "The server is shutting down.",
-                type="server_error",
-                code="server_shutting_down",
-            )
-        raw = await read_body(receive, settings.max_body_bytes)
-        prepared = prepare_request(dialect, raw, sanitize=settings.sanitize)
+        refuse_when_closing(shutdown)
+        prepared = prepare(dialect, await read_body(receive, settings.max_body_bytes), settings)
     except RequestError as exc:
         await send_json(send, exc.status_code, exc.body)
         return
     except ClientGone:
         return
-    if settings.on_prepared is not None:
-        settings.on_prepared(prepared)
     if not prepared.stream:
         status, payload = await run_backend_once(prepared, backend, settings, headers)
         await send_json(send, status, payload)

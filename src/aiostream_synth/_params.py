@@ -67,26 +67,21 @@ def param_fields(model: type[BaseModel]) -> frozenset[str]:
     return frozenset((field.alias or name) for name, field in model.model_fields.items())
 
 
+def _list_item(model: type[BaseModel], field: str) -> Any | None:
+    info = model.model_fields.get(field)
+    return None if info is None else list_item_type(info.annotation)
+
+
 @cache
 def item_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
     """A validator for one element of the list-valued field ``field`` (``tools``, ``input``)."""
-    info = model.model_fields.get(field)
-    if info is None:
-        return None
-    item = list_item_type(info.annotation)
-    if item is None:
-        return None
-    return TypeAdapter(item)
+    item = _list_item(model, field)
+    return None if item is None else TypeAdapter(item)
 
 
 @cache
 def list_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
     """A validator for the whole list of ``field`` at once (one call on the happy path)."""
-    info = model.model_fields.get(field)
-    if info is None:
-        return None
-    item = list_item_type(info.annotation)
-    if item is None:
-        return None
+    item = _list_item(model, field)
     list_type: Any = list
-    return TypeAdapter(list_type[item])
+    return None if item is None else TypeAdapter(list_type[item])

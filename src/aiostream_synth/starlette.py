@@ -46,13 +46,14 @@ from ._asgi import (
     CompletionBackend,
     StreamSettings,
     open_stream,
+    prepare,
+    refuse_when_closing,
     request_headers,
     run_backend_once,
 )
 from ._dispatch import Dialect
 from ._engine import SynthesizedStream
 from ._errors import BackendError, RequestError
-from ._requests import prepare_request
 from ._shutdown import ShutdownSignal
 
 __all__ = [
@@ -143,19 +144,12 @@ def synthesizing_endpoint(
     async def endpoint(request: Request) -> Response:
         headers = request_headers(request.scope)
         try:
-            if shutdown is not None and shutdown.closing:
-                raise RequestError(
-                    503,
-                    "The server is shutting down.",
-                    type="server_error",
-                    code="server_shutting_down",
-                )
-            raw = await _read_limited(request, options.max_body_bytes)
-            prepared = prepare_request(dialect, raw, sanitize=options.sanitize)
+            refuse_when_closing(shutdown)
+            prepared = prepare(
+                dialect, await _read_limited(request, options.max_body_bytes), options
+            )
         except RequestError as exc:
             return _json(exc.status_code, exc.body)
-        if options.on_prepared is not None:
-            options.on_prepared(prepared)
         if not prepared.stream:
             status, payload = await run_backend_once(prepared, backend, options, headers)
             return Response(payload, status_code=status, media_type="application/json")
