@@ -31,22 +31,23 @@ Deliberate differences from a plain ``EventSourceResponse``:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
 from typing import Any
 
 import anyio
 from sse_starlette import EventSourceResponse
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ._asgi import (
     DEFAULT_ROUTES,
+    ClientGone,
     CompletionBackend,
     StreamSettings,
     open_stream,
     prepare,
+    read_body,
     refuse_when_closing,
     request_headers,
     run_backend_once,
@@ -145,11 +146,13 @@ def synthesizing_endpoint(
         headers = request_headers(request.scope)
         try:
             refuse_when_closing(shutdown)
-            prepared = prepare(
-                dialect, await _read_limited(request, options.max_body_bytes), options
-            )
+            # The same limited read as the native path, on this request's ASGI receive.
+            raw = await read_body(request.receive, options.max_body_bytes)
+            prepared = prepare(dialect, raw, options)
         except RequestError as exc:
             return _json(exc.status_code, exc.body)
+        except ClientGone:
+            return Response(status_code=400)
         if not prepared.stream:
             status, payload = await run_backend_once(prepared, backend, options, headers)
             return Response(payload, status_code=status, media_type="application/json")
@@ -158,25 +161,6 @@ def synthesizing_endpoint(
 
     endpoint.__name__ = f"{dialect}_endpoint"
     return endpoint
-
-
-async def _read_limited(request: Request, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with aclosing(request.stream()) as body:
-            async for chunk in body:
-                size += len(chunk)
-                if size > limit:
-                    raise RequestError(
-                        413,
-                        f"The request body is larger than the limit of {limit} bytes.",
-                        code="request_too_large",
-                    )
-                chunks.append(chunk)
-    except ClientDisconnect:
-        raise RequestError(400, "The client disconnected.") from None
-    return b"".join(chunks)
 
 
 def synthesizing_routes(
