@@ -483,3 +483,22 @@ def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted:
 def test_wants_stream_per_dialect(body: Any, dialect: Any, expected: bool) -> None:
     """Chat needs stream is True; Responses takes any truthy stream (B-D1, D5)."""
     assert wants_stream(body, dialect) is expected
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"stream": True, "input": 5}, "input"),
+        ({"stream": True, "input": "x", "temperature": "hot"}, "temperature"),
+        ({"stream": True, "input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
+        ({"stream": True, "input": "x", "tool_choice": 5}, "tool_choice"),
+    ],
+)
+def test_request_errors_name_the_parameter_path(body: dict[str, Any], param: str) -> None:
+    """400s name the parameter by its literal path, union-arm labels left out."""
+    from aiostream_synth import RequestError, prepare_request
+
+    with pytest.raises(RequestError) as info:
+        prepare_request("responses", body)
+    assert info.value.status_code == 400
+    assert info.value.body["error"]["param"] == param

@@ -194,3 +194,34 @@ def test_serve_in_front_of_a_real_non_streaming_upstream() -> None:
     assert all("stream" not in body or body["stream"] is False for body in sent)
     assert all(headers["authorization"] == "Bearer up-key" for _, _, headers in fake.requests)
     assert sent[1]["tools"][0]["name"] == "ns__f"
+
+
+def test_serve_embedded_directives_and_bad_requests_over_loopback() -> None:
+    """Against the real process: [incomplete], [usage-nulls], [reasoning] in both dialects, and
+    bad requests answered 400 in OpenAI's shape before anything streams."""
+    with serve("--keepalive-s", "0.2") as (_, url), httpx.Client(timeout=30) as client:
+        body = {"model": "m", "stream": True, "input": "x [incomplete] [usage-nulls] [reasoning]"}
+        events = [e.json() for e in parse(client.post(f"{url}/v1/responses", json=body).content)]
+        assert events[-1]["type"] == "response.incomplete"
+        assert events[-1]["response"]["usage"]["output_tokens_details"] == {"reasoning_tokens": 0}
+        assert events[-1]["response"]["output"][0]["type"] == "reasoning"
+        chat = {
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "y [incomplete] [usage-nulls]"}],
+        }
+        chunks = [
+            e.json()
+            for e in parse(client.post(f"{url}/v1/chat/completions", json=chat).content)[:-1]
+        ]
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+        assert chunks[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 0}
+        bad = client.post(
+            f"{url}/v1/responses",
+            content=b'{"stream": true, "input": 5}',
+            headers={"content-type": "application/json"},
+        )
+        assert bad.status_code == 400
+        assert bad.json()["error"]["param"] == "input"
+        assert client.post(f"{url}/v1/chat/completions", content=b"[]").status_code == 400

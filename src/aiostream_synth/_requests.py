@@ -106,8 +106,10 @@ def _param_path(body: Any, loc: Sequence[str | int]) -> str:
         in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
         if in_dict or in_list:
             node = node[part]
-        elif isinstance(node, (dict, list)) and i < last:
-            continue  # a union-arm label; a missing field is the location's last part
+        elif isinstance(node, dict) and i == last:
+            pass  # a missing field: the location's last part, not in the body
+        else:
+            continue  # a union-arm label (after a scalar, everything left is a label)
         parts.append(str(part))
     return ".".join(parts)
 
