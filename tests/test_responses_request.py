@@ -502,3 +502,12 @@ def test_request_errors_name_the_parameter_path(body: dict[str, Any], param: str
         prepare_request("responses", body)
     assert info.value.status_code == 400
     assert info.value.body["error"]["param"] == param
+
+
+def test_params_dict_equals_model_dump_for_our_models() -> None:
+    """The shallow read of a generated params model gives exactly model_dump(exclude_unset)."""
+    from aiostream_synth._params import params_dict
+
+    cleaned, _ = sanitize_streaming_responses_body(_fixture("namespaced-tool-replay"))
+    model = validate_streaming_responses_params(cleaned)
+    assert params_dict(model) == model.model_dump(exclude_unset=True)

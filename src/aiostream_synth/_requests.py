@@ -20,6 +20,7 @@ from ._chat_sanitize import sanitize_streaming_chat_body, validate_streaming_cha
 from ._dispatch import Dialect, wants_stream
 from ._errors import RequestError
 from ._namespaces import NamespaceMap
+from ._params import params_dict
 from ._responses_sanitize import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
@@ -167,7 +168,7 @@ def prepare_request(
         return PreparedRequest(
             dialect="chat",
             stream=True,
-            params=model.model_dump(exclude_unset=True),
+            params=params_dict(model),
             include_usage=include_usage,
             dropped=_dropped(body, cleaned),
         )
@@ -184,7 +185,7 @@ def prepare_request(
         model = validate_streaming_responses_params(cleaned, **extra)
     except ValidationError as exc:
         raise _validation_error(cleaned, exc) from None
-    params = model.model_dump(exclude_unset=True)
+    params = params_dict(model)
     echo = {key: body[key] for key in _RESPONSES_ECHO if key in body}
     return PreparedRequest(
         dialect="responses",
