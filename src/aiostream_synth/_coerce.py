@@ -1,4 +1,4 @@
-"""Turning caller-supplied results and bodies into plain JSON-shaped dicts, with clear errors."""
+"""Turning caller-supplied results (dicts or pydantic models) into plain JSON-shaped dicts."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from typing import Any
 
 from ._errors import InvalidInputError
 
-__all__ = ["as_json_dict", "expect_dict", "expect_list", "expect_str"]
-
-Path = tuple[str | int, ...]
+__all__ = ["as_json_dict"]
 
 
 def as_json_dict(value: Any, error: type[InvalidInputError], what: str) -> dict[str, Any]:
@@ -30,25 +28,3 @@ def as_json_dict(value: Any, error: type[InvalidInputError], what: str) -> dict[
     raise error(
         what, (), f"expected a JSON object (dict or pydantic model), got {type(value).__name__}"
     )
-
-
-def expect_dict(
-    value: Any, error: type[InvalidInputError], what: str, path: Path, *, allow_none: bool = False
-) -> dict[str, Any] | None:
-    if isinstance(value, dict) or (allow_none and value is None):
-        return value
-    raise error(what, path, f"expected an object, got {type(value).__name__}")
-
-
-def expect_list(value: Any, error: type[InvalidInputError], what: str, path: Path) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    raise error(what, path, f"expected a list, got {type(value).__name__}")
-
-
-def expect_str(
-    value: Any, error: type[InvalidInputError], what: str, path: Path, *, allow_none: bool = True
-) -> str | None:
-    if isinstance(value, str) or (allow_none and value is None):
-        return value
-    raise error(what, path, f"expected a string, got {type(value).__name__}")
