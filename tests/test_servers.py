@@ -147,3 +147,60 @@ def _tracked(shutdown: ShutdownSignal) -> list[SynthesizedStream]:
             return streams
         threading.Event().wait(0.01)
     raise AssertionError("no stream was opened")
+
+
+class FinishingBackend:
+    """Answers after ``delay`` seconds, unless cancelled; records which happened."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.started = threading.Event()
+        self.finished = threading.Event()
+        self.cancelled = threading.Event()
+
+    async def __call__(self, call: BackendCall) -> Any:
+        self.started.set()
+        try:
+            await anyio.sleep(self.delay)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled.set()
+            raise
+        self.finished.set()
+        return {"id": "resp_f", "object": "response", "status": "completed", "output": []}
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("adapter", ["native", "sse-starlette"])
+def test_finish_policy_survives_a_client_disconnect(server: str, adapter: str) -> None:
+    """on_disconnect='finish': the client leaves, the backend still completes and its outcome
+    reaches on_abandoned; nothing is cancelled."""
+    from starlette.applications import Starlette
+
+    from aiostream_synth import StreamOutcome
+    from aiostream_synth.starlette import synthesizing_routes
+
+    backend = FinishingBackend(delay=1.0)
+    outcomes: list[StreamOutcome] = []
+    reported = threading.Event()
+
+    def on_abandoned(outcome: StreamOutcome) -> None:
+        outcomes.append(outcome)
+        reported.set()
+
+    settings = StreamSettings(
+        keepalive_interval=0.1, on_disconnect="finish", finish_timeout=10, on_abandoned=on_abandoned
+    )
+    app: Any = (
+        SynthesizingApp(backend, settings)
+        if adapter == "native"
+        else Starlette(routes=synthesizing_routes(backend, settings))
+    )
+    with serve(app, server) as url, httpx.Client(base_url=url, timeout=10) as client:
+        with client.stream(
+            "POST", "/v1/responses", json={"model": "m", "input": "x", "stream": True}
+        ) as response:
+            assert next(response.iter_lines()) == "event: response.created"
+        assert reported.wait(5), "the abandoned stream's outcome was never reported"
+    assert backend.finished.is_set()
+    assert not backend.cancelled.is_set()
+    assert outcomes[0].result["id"] == "resp_f"

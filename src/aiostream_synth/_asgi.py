@@ -19,6 +19,7 @@ construction below; only the writing differs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -221,27 +222,29 @@ async def stream_to_asgi(
     *,
     shutdown: ShutdownSignal | None = None,
 ) -> None:
-    """Serve an (unentered) engine stream on one ASGI HTTP request."""
+    """Serve an (unentered) engine stream on one ASGI HTTP request.
+
+    The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
+    cancels only the writing, and the engine then applies its own disconnect policy (cancel the
+    backend, or let it finish). Were the engine inside the watcher's scope, a disconnect would
+    cancel the backend whatever the policy said.
+    """
+    async with stream:
+        with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
+            await _write_until_disconnect(stream, receive, send)
+
+
+async def _write_until_disconnect(stream: SynthesizedStream, receive: Receive, send: Send) -> None:
     async with anyio.create_task_group() as watcher:
         watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope)
         try:
-            await _pump(stream, send, shutdown)
+            await _write(stream, send)
+        except BackendError as exc:  # raised only before the first frame: nothing was sent yet
+            await send_json(send, exc.status_code, exc.body)
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel_scope.cancel()
-
-
-async def _pump(stream: SynthesizedStream, send: Send, shutdown: ShutdownSignal | None) -> None:
-    try:
-        async with stream:
-            if shutdown is not None:
-                with shutdown.track(stream):
-                    await _write(stream, send)
-            else:
-                await _write(stream, send)
-    except BackendError as exc:  # raised only before the first frame: nothing was sent yet
-        await send_json(send, exc.status_code, exc.body)
-        return
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _write(stream: SynthesizedStream, send: Send) -> None:
