@@ -24,6 +24,7 @@ from .sse_parser import comments, parse
 pytestmark = pytest.mark.anyio
 
 K = 0.05  # keepalive interval (instant on trio's MockClock)
+LIFECYCLE = ("response.created", "response.in_progress")
 
 
 def chat_result(model: str = "m") -> dict[str, Any]:
@@ -191,16 +192,14 @@ async def test_chat_stream_through_the_sdk(make_app: Any) -> None:
     assert "stream_options" not in backend.calls[0].params
 
 
-async def test_keepalive_then_result(make_app: Any) -> None:
+async def test_keepalive_then_result(make_app: Any, exact_timing: bool) -> None:
     """A slow backend: keepalive frames first (events for Responses, comments for chat), then the stream."""
     async with _client(make_app(FakeBackend(delay=K * 3.5))) as http:
         raw = (await http.post("/v1/responses", json=RESPONSES_BODY)).content
         events = [e.json() for e in parse(raw)]
-        assert [e["type"] for e in events[:3]] == [
-            "response.created",
-            "response.in_progress",
-            "response.in_progress",
-        ]
+        assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
+        ticks = next(i for i, e in enumerate(events) if e["type"] not in LIFECYCLE) - 1
+        assert ticks == 3 if exact_timing else ticks >= 1
         assert events[-1]["type"] == "response.completed"
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
         assert events[0]["response"]["model"] == "m"
@@ -208,7 +207,9 @@ async def test_keepalive_then_result(make_app: Any) -> None:
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["cache-control"] == "no-cache"
         assert response.headers["x-accel-buffering"] == "no"
-        assert comments(response.content)[:3] == ["keep-alive"] * 3
+        keepalives = comments(response.content)
+        assert set(keepalives) == {"keep-alive"}
+        assert len(keepalives) == 3 if exact_timing else len(keepalives) >= 1
         assert parse(response.content)[-1].data == "[DONE]"
 
 
@@ -314,7 +315,7 @@ async def test_shutdown_ends_open_streams_with_a_terminal_event(make_app: Any) -
 
             tg.start_soon(request)
             await backend.started.wait()
-            await anyio.sleep(K * 2)  # time passes: the stream commits with keepalives
+            await anyio.sleep(K * 5)  # time passes: the stream commits with keepalives
             assert await shutdown.shutdown(drain_timeout=0) == 1
         refused = await http.post("/v1/responses", json=RESPONSES_BODY)
     events = [e.json() for e in parse(results[0].content)]

@@ -105,17 +105,20 @@ async def test_embedded_echo_in_both_dialects() -> None:
         assert plain["choices"][0]["message"]["content"] == "x"
 
 
-async def test_delay_directive_gets_keepalives() -> None:
+async def test_delay_directive_gets_keepalives(exact_timing: bool) -> None:
     """[delay:N]: keepalive events (Responses) and comments (chat) before the answer."""
     async with _http(_proxy()) as http:
         raw = (await http.post("/v1/responses", json=_responses(f"slow [delay:{K * 3.5}]"))).content
         types = [e.json()["type"] for e in parse(raw)]
-        assert types[:3] == ["response.created", "response.in_progress", "response.in_progress"]
+        assert types[:2] == ["response.created", "response.in_progress"]
+        ticks = types.index("response.output_item.added") - 1
+        assert ticks == 3 if exact_timing else ticks >= 1
         assert types[-1] == "response.completed"
         raw = (
             await http.post("/v1/chat/completions", json=_chat(f"slow [delay:{K * 3.5}]"))
         ).content
-        assert comments(raw)[:3] == ["keep-alive"] * 3
+        keepalives = comments(raw)
+        assert len(keepalives) == 3 if exact_timing else len(keepalives) >= 1
 
 
 async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
@@ -263,15 +266,17 @@ async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFix
     assert "keepalives=0" in lines[0]  # a fast answer's own created/in_progress are not keepalives
 
 
-async def test_keepalives_are_counted_only_while_waiting(caplog: pytest.LogCaptureFixture) -> None:
+async def test_keepalives_are_counted_only_while_waiting(
+    caplog: pytest.LogCaptureFixture, exact_timing: bool
+) -> None:
     """The log line counts keepalive frames sent while the backend worked."""
     caplog.set_level(logging.INFO, "aiostream_synth.proxy")
     async with _http(_proxy()) as http:
         await http.post("/v1/responses", json=_responses(f"x [delay:{K * 2.5}]"))
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
-    assert (
-        "keepalives=3" in line
-    )  # created + in_progress at the first tick, in_progress at the second
+    counted = int(line.split("keepalives=")[1].split()[0])
+    # created + in_progress at the first tick, in_progress at the second
+    assert counted == 3 if exact_timing else counted >= 2
 
 
 async def test_tool_directive_with_explicit_arguments() -> None:

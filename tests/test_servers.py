@@ -120,14 +120,14 @@ def test_a_client_that_stops_reading_blocks_the_producer(server: str) -> None:
             def sample() -> int:
                 return stream.keepalives_sent
 
-            # Wait until production stalls (the buffers are full), at most 10 s.
-            deadline = time.monotonic() + 10
-            previous = -1
+            # Wait until production stalls (the buffers are full): unchanged for a whole second
+            # (500 ticks), at most 20 s, so a busy machine is not mistaken for a stall.
+            deadline = time.monotonic() + 20
+            history: list[int] = []
             while time.monotonic() < deadline:
-                current = sample()
-                if current == previous and current > 0:
+                history.append(sample())
+                if len(history) >= 5 and history[-1] > 0 and len(set(history[-5:])) == 1:
                     break
-                previous = current
                 threading.Event().wait(0.25)
             stalled_at, rss_before = sample(), _rss_bytes()
             assert stalled_at > 2, "the stream never got going"
