@@ -27,6 +27,7 @@ from aiostream_synth._proxy import ProxyApp, ProxyConfig
 from aiostream_synth._usage import wire_responses_usage
 
 from .servers import serve
+from .test_proxy import CHAT_TOOLS
 from .test_serve import serve as serve_cli
 
 CLIENTS = pathlib.Path(__file__).parent / "clients"
@@ -60,19 +61,6 @@ NS_TOOLS: list[dict[str, Any]] = [
             "required": ["q"],
         },
     },
-]
-CHAT_TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "parameters": {
-                "type": "object",
-                "properties": {"q": {"type": "integer"}},
-                "required": ["q"],
-            },
-        },
-    }
 ]
 
 

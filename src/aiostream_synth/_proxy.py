@@ -20,12 +20,8 @@ import contextvars
 import hmac
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import anyio
 
 from ._asgi import (
     DEFAULT_ROUTES,
@@ -328,8 +324,7 @@ class ProxyApp:
             await send(message)
 
         try:
-            with _cancel_marker(record):
-                await self.synth(scope, watched_receive, counted_send)
+            await self.synth(scope, watched_receive, counted_send)
         finally:
             _current.reset(token)
             record.outcome = _outcome(record)
@@ -359,12 +354,3 @@ class ProxyApp:
             )
             for warning in record.warnings:
                 LOG.debug("sanitizer: %s", warning)
-
-
-@contextmanager
-def _cancel_marker(record: _Record) -> Iterator[None]:
-    try:
-        yield
-    except anyio.get_cancelled_exc_class():
-        record.finished = False
-        raise

@@ -376,20 +376,14 @@ def responses_keepalive_frames(
 
     Without ``base`` the envelope is the reference's ``{id, object, status, output}``; with it,
     a full skeleton built from ``base`` (``model``, ``created_at``, request echoes...).
+    Events are numbered from ``sequence_start`` when it is given.
     """
-    env = _envelope(response_id, base)
-    events = _Events(sequence_start)
-    if include_created:
-        events.emit({"type": "response.created", "response": env})
-    events.emit({"type": "response.in_progress", "response": env})
-    return events.frames
+    keepalive = ResponsesKeepalive(response_id, base=base, numbered=sequence_start is not None)
+    return keepalive.frames(include_created=include_created, sequence_start=sequence_start or 0)
 
 
 class ResponsesKeepalive:
-    """Keepalive frames for one stream, its envelope serialized once (the engine's hot path).
-
-    Produces exactly what :func:`responses_keepalive_frames` does for the same arguments.
-    """
+    """Keepalive frames for one stream, its envelope serialized once (the engine's hot path)."""
 
     __slots__ = ("_created", "_in_progress", "_numbered")
 
