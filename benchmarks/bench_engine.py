@@ -1,12 +1,19 @@
 """Many concurrent waiting streams in one process (no HTTP): CPU per keepalive, memory per stream.
 
 Each stream: a backend that sleeps T seconds, keepalive every K seconds, a consumer that reads
-every frame. Each configuration runs in its own subprocess so RSS is measured cleanly:
+every frame. As in a server, each consumer is a plain task of the event loop (uvicorn creates one
+per connection with ``loop.create_task``, hypercorn-trio starts one in a nursery), and the
+backend's wait is the loop's own sleep; so what is measured beyond the floor is the engine's
+cost, not anyio's per-spawn bookkeeping in the harness. Each configuration runs in its own
+subprocess so RSS is measured cleanly:
 
 * ``floor``: bare asyncio, one task per stream that sleeps K and emits a constant frame — the
   least a keepalive can cost in Python;
 * ``engine-asyncio`` / ``engine-uvloop`` (when installed) / ``engine-trio``: SynthesizedStream,
-  Responses dialect in full fidelity (the product default), so each keepalive is a real event.
+  Responses dialect in full fidelity (the product default), so each keepalive is a real event;
+  each stream opens its own task group;
+* ``...+shared``: the same, every backend task spawned into one long-lived task group
+  (``SynthesizedStream(task_group=...)``), as a server would hold in its lifespan.
 
 Run: ``python benchmarks/bench_engine.py`` (defaults N=10000, T=20, K=1) or ``--quick``.
 """
@@ -54,13 +61,28 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
     opened = {"n": 0}
     all_open: Any = None
 
+    shared = kind.endswith("+shared")
+    kind_loop = kind.removesuffix("+shared")
+    host: Any = None
+    if kind_loop == "engine-trio":
+        import trio
+
+        native_sleep: Any = trio.sleep
+    else:
+        import asyncio
+
+        native_sleep = asyncio.sleep
+
     async def engine_stream() -> None:
         async def backend() -> Any:
-            await anyio.sleep(delay)
+            await native_sleep(delay)
             return RESULT
 
         async with SynthesizedStream(
-            backend, ResponsesDialect(base={"model": "m"}), keepalive_interval=interval
+            backend,
+            ResponsesDialect(base={"model": "m"}),
+            keepalive_interval=interval,
+            task_group=host,
         ) as frames:
             opened["n"] += 1
             if opened["n"] == n:
@@ -90,6 +112,15 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
                 counts["frames"] += len(frame) > 0
         counts["completed"] += 1
 
+    async def measure() -> tuple[int, float, int, float, float, int, float]:
+        await all_open.wait()
+        await anyio.sleep(interval * 1.5)  # every stream waiting, first ticks done
+        rss1 = _rss_kib()
+        cpu0, ka0, t0 = time.process_time(), counts["keepalive"], time.monotonic()
+        await anyio.sleep(max(delay - interval * 4, interval))
+        cpu1, ka1, t1 = time.process_time(), counts["keepalive"], time.monotonic()
+        return rss1, cpu0, ka0, t0, cpu1, ka1, t1
+
     async def run() -> dict[str, Any]:
         nonlocal all_open
         all_open = anyio.Event()
@@ -97,15 +128,28 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
 
         gc.collect()
         rss0 = _rss_kib()
-        async with anyio.create_task_group() as tg:
-            for _ in range(n):
-                tg.start_soon(floor_stream if kind == "floor" else engine_stream)
-            await all_open.wait()
-            await anyio.sleep(interval * 1.5)  # every stream waiting, first ticks done
-            rss1 = _rss_kib()
-            cpu0, ka0, t0 = time.process_time(), counts["keepalive"], time.monotonic()
-            await anyio.sleep(max(delay - interval * 4, interval))
-            cpu1, ka1, t1 = time.process_time(), counts["keepalive"], time.monotonic()
+        nonlocal host
+        stream = floor_stream if kind == "floor" else engine_stream
+        async with anyio.create_task_group() as shared_group:
+            host = shared_group if shared else None
+            measured = await spawn_and_measure(stream, rss0)
+        return measured
+
+    async def spawn_and_measure(stream: Any, rss0: int) -> dict[str, Any]:
+        if kind_loop == "engine-trio":
+            import trio
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(stream)
+                rss1, cpu0, ka0, t0, cpu1, ka1, t1 = await measure()
+        else:
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            tasks = [loop.create_task(stream()) for _ in range(n)]
+            rss1, cpu0, ka0, t0, cpu1, ka1, t1 = await measure()
+            await asyncio.gather(*tasks)
         return {
             "kind": kind,
             "n": n,
@@ -118,9 +162,9 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
             "completed": counts["completed"],
         }
 
-    backend = "trio" if kind == "engine-trio" else "asyncio"
+    backend = "trio" if kind_loop == "engine-trio" else "asyncio"
     options: dict[str, Any] = {}
-    if kind == "engine-uvloop":
+    if kind_loop == "engine-uvloop":
         options = {"use_uvloop": True}
     result: dict[str, Any] = anyio.run(run, backend=backend, backend_options=options)
     return result
@@ -140,11 +184,17 @@ def main() -> None:
         return
     if args.quick:
         args.n, args.delay = 2000, 6.0
-    kinds = ["floor", "engine-asyncio", "engine-trio"]
+    kinds = [
+        "floor",
+        "engine-asyncio",
+        "engine-asyncio+shared",
+        "engine-trio",
+        "engine-trio+shared",
+    ]
     try:
         import uvloop  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
 
-        kinds.insert(2, "engine-uvloop")
+        kinds[3:3] = ["engine-uvloop", "engine-uvloop+shared"]
     except ImportError:
         pass
     rows = []

@@ -350,3 +350,63 @@ async def test_fastapi_endpoint() -> None:
     events = [e.json()["type"] for e in parse(response.content)]
     assert events[0] == "response.created"
     assert events[-1] == "response.completed"
+
+
+class Lifespan:
+    """Drives an app's ASGI lifespan in a task of its own, as a server does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.to_app, self.app_inbox = anyio.create_memory_object_stream[dict[str, Any]](2)
+        self.app_outbox, self.from_app = anyio.create_memory_object_stream[dict[str, Any]](2)
+        self.task_id: int | None = None
+
+    async def run(self) -> None:
+        self.task_id = anyio.get_current_task().id
+        async with self.app_inbox, self.app_outbox:
+            await self.app({"type": "lifespan"}, self.app_inbox.receive, self.app_outbox.send)
+
+    async def say(self, message: str) -> None:
+        await self.to_app.send({"type": f"lifespan.{message}"})
+        assert (await self.from_app.receive())["type"] == f"lifespan.{message}.complete"
+
+
+async def test_lifespan_task_group_hosts_the_backend_calls() -> None:
+    """With a lifespan, every stream's backend task runs in the lifespan's one task group; the
+    lifespan shutdown ends a still-waiting stream cleanly (here before commit: a 503), never a hang."""
+    parents: list[int | None] = []
+
+    class Recording(FakeBackend):
+        async def __call__(self, call: BackendCall) -> Any:
+            parents.append(anyio.get_current_task().parent_id)
+            return await super().__call__(call)
+
+    fast, slow = Recording(), Recording(delay=3600)
+    app = SynthesizingApp(
+        lambda call: (fast if call.params.get("model") == "fast" else slow)(call),
+        StreamSettings(keepalive_interval=K),
+        drain_timeout=0,
+    )
+    lifespan = Lifespan(app)
+    results: list[httpx.Response] = []
+    async with (
+        _client(app) as http,
+        lifespan.to_app,
+        lifespan.from_app,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(lifespan.run)
+        await lifespan.say("startup")
+        done = await http.post("/v1/responses", json={**RESPONSES_BODY, "model": "fast"})
+
+        async def waiting() -> None:
+            results.append(await http.post("/v1/responses", json=RESPONSES_BODY))
+
+        tg.start_soon(waiting)
+        await slow.started.wait()
+        await lifespan.say("shutdown")
+    assert parents == [lifespan.task_id, lifespan.task_id]
+    assert parse(done.content)[-1].json()["type"] == "response.completed"
+    assert results[0].status_code == 503
+    assert results[0].json()["error"]["message"] == "server shutting down"
+    assert slow.cancelled

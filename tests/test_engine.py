@@ -289,16 +289,20 @@ async def test_keepalive_spacing_on_the_mock_clock(anyio_backend: Any) -> None:
     assert times == pytest.approx([10.0, 20.0, 30.0, 40.0, 50.0])
 
 
-async def test_caller_contextvars_reach_the_backend() -> None:
-    """The backend runs with a copy of the caller's context."""
+@pytest.mark.parametrize("shared", [False, True], ids=["own group", "shared group"])
+async def test_caller_contextvars_reach_the_backend(shared: bool) -> None:
+    """The backend runs with a copy of the caller's context, also in a group opened elsewhere."""
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
-    var.set("from caller")
 
     async def backend() -> Any:
         return {**COMPLETION, "model": var.get()}
 
-    async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
-        frames = await _collect(stream)
+    async with anyio.create_task_group() as host:
+        var.set("from caller")
+        async with SynthesizedStream(
+            backend, ChatDialect(), keepalive_interval=3600, task_group=host if shared else None
+        ) as stream:
+            frames = await _collect(stream)
     assert json.loads(frames[0][len(b"data: ") :])["model"] == "from caller"
 
 
@@ -359,3 +363,125 @@ async def test_drain_ready_hands_over_what_is_already_synthesized() -> None:
             await stream.__anext__()
     frames = [first, *rest]
     assert frames == list(chat_frames(COMPLETION))
+
+
+class Tracked(Gate):
+    """A gate that also records whether its call has ended (returned, raised or cancelled)."""
+
+    def __init__(self, result: Any = None) -> None:
+        super().__init__(result)
+        self.ended = False
+
+    async def __call__(self) -> Any:
+        try:
+            return await super().__call__()
+        finally:
+            self.ended = True
+
+
+async def test_shared_task_group_streams_like_its_own() -> None:
+    """Backend tasks spawned into a caller's task group give the same frames, numbered alike."""
+    gate = Gate(RESULT)
+    async with (
+        anyio.create_task_group() as host,
+        SynthesizedStream(
+            gate,
+            ResponsesDialect(base={"model": "m"}, response_id="resp_x"),
+            keepalive_interval=INTERVAL,
+            task_group=host,
+        ) as stream,
+    ):
+        frames = await _collect(stream, gate, after=2)
+    events = [e.json() for e in parse(b"".join(frames))]
+    assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert {e["response"]["id"] for e in events if "response" in e} == {"resp_x"}
+
+
+async def test_shared_task_group_stream_does_not_outlive_its_backend() -> None:
+    """Leaving early cancels the backend task and waits for it; the host group is untouched."""
+    gate = Tracked(RESULT)
+    async with anyio.create_task_group() as host:
+        async with SynthesizedStream(
+            gate, ChatDialect(), keepalive_interval=INTERVAL, task_group=host
+        ) as stream:
+            async for _ in stream:
+                break
+        assert gate.cancelled
+        assert gate.ended
+        assert not host.cancel_scope.cancel_called
+
+
+async def test_shared_task_group_finish_policy_reports_the_outcome() -> None:
+    """Under 'finish' the abandoned backend still completes and is reported, then the context ends."""
+    gate = Tracked(COMPLETION)
+    outcomes: list[StreamOutcome] = []
+    left = anyio.Event()
+    async with anyio.create_task_group() as host:
+
+        async def consume() -> None:
+            async with SynthesizedStream(
+                gate,
+                ChatDialect(),
+                keepalive_interval=INTERVAL,
+                on_disconnect="finish",
+                on_abandoned=outcomes.append,
+                task_group=host,
+            ) as stream:
+                async for _ in stream:  # a keepalive: the gate is still shut
+                    left.set()
+                    break
+            assert gate.ended
+
+        host.start_soon(consume)
+        await left.wait()
+        gate.open.set()
+    assert not gate.cancelled
+    assert outcomes == [StreamOutcome(COMPLETION, None)]
+
+
+async def test_backend_cancelled_from_outside_fails_cleanly() -> None:
+    """A shared group (another task's, as a server lifespan's) cancelled under a waiting stream:
+    the consumer gets a 503 before commit, never a synthesis of a missing result."""
+    gate = Gate(RESULT)
+
+    async def run_host(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+        async with anyio.create_task_group() as host:
+            task_status.started(host)
+            await anyio.sleep_forever()
+
+    async def cancel_host(host: anyio.abc.TaskGroup) -> None:
+        await gate.started.wait()
+        host.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as outer:
+        host = await outer.start(run_host)
+        outer.start_soon(cancel_host, host)
+        with pytest.raises(BackendError) as info:
+            async with SynthesizedStream(
+                gate, ChatDialect(keepalive="none"), keepalive_interval=3600, task_group=host
+            ) as stream:
+                await _collect(stream)
+    assert gate.cancelled
+    assert info.value.status_code == 503
+
+
+async def test_deadline_during_finish_policy_is_a_reported_timeout() -> None:
+    """A consumer gone under 'finish': the backend's deadline still ends it, as a timeout."""
+    gate = Gate(RESULT)
+    outcomes: list[StreamOutcome] = []
+    async with SynthesizedStream(
+        gate,
+        ResponsesDialect(),
+        keepalive_interval=INTERVAL,
+        timeout=INTERVAL * 2,
+        on_disconnect="finish",
+        finish_timeout=3600,
+        on_abandoned=outcomes.append,
+    ) as stream:
+        async for _ in stream:
+            break
+    assert gate.cancelled
+    (outcome,) = outcomes
+    assert isinstance(outcome.error, TimeoutError)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import anyio
+import anyio.abc
 
 from ._coerce import as_json_dict
 from ._dispatch import Dialect
@@ -121,8 +122,10 @@ def open_stream(
     backend: CompletionBackend,
     settings: StreamSettings,
     headers: Mapping[str, str],
+    task_group: anyio.abc.TaskGroup | None = None,
 ) -> SynthesizedStream:
-    """The engine for a prepared streaming request (not yet entered)."""
+    """The engine for a prepared streaming request (not yet entered); ``task_group``, when
+    given, hosts its backend task (see :class:`SynthesizedStream`)."""
     call = BackendCall(prepared.dialect, prepared.params, True, headers)
     dialect: ChatDialect | ResponsesDialect
     if prepared.dialect == "chat":
@@ -146,6 +149,7 @@ def open_stream(
         on_disconnect=settings.on_disconnect,
         finish_timeout=settings.finish_timeout,
         on_abandoned=settings.on_abandoned,
+        task_group=task_group,
     )
 
 
@@ -284,6 +288,7 @@ async def handle_request(
     backend: CompletionBackend,
     settings: StreamSettings,
     shutdown: ShutdownSignal | None = None,
+    task_group: anyio.abc.TaskGroup | None = None,
 ) -> None:
     """Serve one POST in ``dialect`` on the native path."""
     headers = request_headers(scope)
@@ -300,7 +305,10 @@ async def handle_request(
         await send_json(send, status, payload)
         return
     await stream_to_asgi(
-        open_stream(prepared, backend, settings, headers), receive, send, shutdown=shutdown
+        open_stream(prepared, backend, settings, headers, task_group),
+        receive,
+        send,
+        shutdown=shutdown,
     )
 
 
@@ -310,6 +318,10 @@ class SynthesizingApp:
     ``POST /v1/chat/completions`` and ``POST /v1/responses`` (also without ``/v1``); anything
     else is 404/405 in OpenAI's error shape. ``shutdown`` (created if not given) ends open
     streams cleanly; the ASGI lifespan shutdown triggers it too.
+
+    When the server runs the ASGI lifespan, the lifespan task holds one task group for the
+    backend calls of every stream (about 1 KB less per waiting stream than a group each);
+    without a lifespan each stream opens its own.
     """
 
     def __init__(
@@ -326,6 +338,7 @@ class SynthesizingApp:
         self.shutdown = shutdown or ShutdownSignal()
         self.routes = dict(routes)
         self.drain_timeout = drain_timeout
+        self._backend_tasks: anyio.abc.TaskGroup | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -347,15 +360,30 @@ class SynthesizingApp:
             )
             return
         await handle_request(
-            dialect, scope, receive, send, self.backend, self.settings, self.shutdown
+            dialect,
+            scope,
+            receive,
+            send,
+            self.backend,
+            self.settings,
+            self.shutdown,
+            self._backend_tasks,
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.shutdown.shutdown(self.drain_timeout)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        async with anyio.create_task_group() as backend_tasks:
+            try:
+                while True:
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        self._backend_tasks = backend_tasks
+                        await send({"type": "lifespan.startup.complete"})
+                    elif message["type"] == "lifespan.shutdown":
+                        await self.shutdown.shutdown(self.drain_timeout)
+                        await send({"type": "lifespan.shutdown.complete"})
+                        return
+            finally:
+                # Streams still open after the drain were aborted; anything left is cancelled
+                # (its consumer gets a clean failure), so the lifespan never waits on it.
+                self._backend_tasks = None
+                backend_tasks.cancel_scope.cancel()

@@ -41,6 +41,7 @@ from ._responses_synthesis import (
     responses_failure_frames,
     responses_frames,
 )
+from ._tick import TickWait
 
 __all__ = [
     "Backend",
@@ -50,6 +51,8 @@ __all__ = [
     "StreamOutcome",
     "SynthesizedStream",
 ]
+
+_BACKEND_TASK_NAME = "aiostream_synth backend call"  # given, so no name is built per spawn
 
 #: An async callable returning the complete result (a dict or a pydantic model).
 Backend: TypeAlias = Callable[[], Awaitable[Any]]
@@ -110,14 +113,22 @@ class SynthesizedStream:
     * Leaving the context before the stream ended (consumer gone): ``on_disconnect="cancel"``
       cancels the backend call; ``"finish"`` waits up to ``finish_timeout`` for it, hands the
       outcome to ``on_abandoned`` and cancels it if the time runs out.
+    * ``task_group``: by default each stream opens its own task group for its backend task.
+      A server holding thousands of waiting streams can pass one long-lived task group (for
+      example opened in its lifespan) to spawn every backend task into, which saves that
+      group's bookkeeping per stream (about 1 KB). The stream still never outlives its task:
+      leaving the context cancels it (or, under ``"finish"``, waits as above) and waits for it
+      to end. An exception other than :class:`Exception` from the backend then reaches the
+      shared group instead of this context.
     """
 
     __slots__ = (
-        "_aborted",
         "_backend",
-        "_backend_scope",
+        "_backend_task",
+        "_cancelled_by",
         "_committed",
         "_created_sent",
+        "_deadline",
         "_dialect",
         "_done",
         "_done_event",
@@ -131,12 +142,13 @@ class SynthesizedStream:
         "_next_tick",
         "_on_abandoned",
         "_on_disconnect",
+        "_own_group",
         "_pending",
         "_response_id",
         "_result",
         "_seq",
-        "_sleep_scope",
         "_task_group",
+        "_tick",
         "_timeout",
     )
 
@@ -150,6 +162,7 @@ class SynthesizedStream:
         on_disconnect: OnDisconnect = "cancel",
         finish_timeout: float = 60.0,
         on_abandoned: Callable[[StreamOutcome], object] | None = None,
+        task_group: anyio.abc.TaskGroup | None = None,
     ) -> None:
         if keepalive_interval <= 0:
             raise ValueError("keepalive_interval must be positive")
@@ -163,15 +176,17 @@ class SynthesizedStream:
         self._finish_timeout = finish_timeout
         self._on_abandoned = on_abandoned
         self._done = False
-        # Waiters on completion: the consumer's tick sleep (cancelled once by the backend's
+        # Waiters on completion: the consumer's tick sleep (woken once by the backend's
         # completion) and, only under the finish policy, an Event created on demand.
-        self._sleep_scope: anyio.CancelScope | None = None
+        self._tick: TickWait | None = None
         self._done_event: anyio.Event | None = None
-        self._backend_scope: anyio.CancelScope | None = None
-        self._aborted: StreamAborted | None = None
+        self._backend_task: anyio.TaskHandle[None] | None = None
+        self._cancelled_by: Exception | None = None  # why the backend task was cancelled
+        self._deadline = float("inf")  # the backend call's, on the anyio clock
         self._result: Any = None
         self._error: Exception | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task_group = task_group
+        self._own_group = task_group is None
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
         self._next_tick = 0.0
         self._keepalives = 0
@@ -208,11 +223,16 @@ class SynthesizedStream:
         if self._entered:
             raise RuntimeError("a SynthesizedStream can only be entered once")
         self._entered = True
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
-        self._next_tick = anyio.current_time() + self._interval
-        task_group.start_soon(self._run_backend)
+        task_group = self._task_group
+        if task_group is None:
+            task_group = self._task_group = anyio.create_task_group()
+            await task_group.__aenter__()
+        self._tick = TickWait()
+        now = anyio.current_time()
+        self._next_tick = now + self._interval
+        if self._timeout is not None:
+            self._deadline = now + self._timeout
+        self._backend_task = task_group.start_soon(self._run_backend, name=_BACKEND_TASK_NAME)
         return self
 
     async def __aexit__(
@@ -223,14 +243,27 @@ class SynthesizedStream:
     ) -> bool | None:
         task_group = self._task_group
         assert task_group is not None
+        assert self._backend_task is not None
         if not self._done:
             if self._on_disconnect == "finish":
-                self._done_event = anyio.Event()
-                with anyio.move_on_after(self._finish_timeout, shield=True):
-                    await self._done_event.wait()
+                give_up = min(anyio.current_time() + self._finish_timeout, self._deadline)
+                with anyio.move_on_after(give_up - anyio.current_time(), shield=True):
+                    await self._wait_done()
+                if not self._backend_done() and give_up >= self._deadline:
+                    # The backend's own deadline came first: it ends as a timeout.
+                    self._cancel_backend(self._timeout_error())
+                    with anyio.CancelScope(shield=True):
+                        await self._wait_done()
                 if self._backend_done():
                     self._report_abandoned()
+            if not self._own_group:
+                self._backend_task.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._wait_done()  # nothing outlives the context
+                return None
             task_group.cancel_scope.cancel()
+        if not self._own_group:
+            return None
         try:
             return await task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -241,6 +274,12 @@ class SynthesizedStream:
                 raise inner from inner.__cause__
             raise
 
+    async def _wait_done(self) -> None:
+        if self._done_event is None:
+            self._done_event = anyio.Event()
+        if not self._done:
+            await self._done_event.wait()
+
     def _backend_done(self) -> bool:
         # A method, not the attribute, so type checkers do not assume it cannot change
         # across an await.
@@ -250,32 +289,38 @@ class SynthesizedStream:
         if self._on_abandoned is not None:
             self._on_abandoned(StreamOutcome(self._result, self._error))
 
-    async def _call_backend(self) -> Any:
-        result = self._backend()
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
     async def _run_backend(self) -> None:
-        # One scope serves the total deadline and abort(); it is the backend's only scope.
-        scope = anyio.CancelScope()
-        if self._timeout is not None:
-            scope.deadline = anyio.current_time() + self._timeout
-        self._backend_scope = scope
+        # No cancel scope of its own: abort() and the deadline cancel the task's handle and
+        # say why in ``_cancelled_by`` first; leaving the context cancels the task group.
+        returned = False
         try:
-            with scope:
-                self._result = await self._call_backend()
-            if scope.cancelled_caught:
-                self._error = self._aborted or TimeoutError(f"no result within {self._timeout:g} s")
+            result = self._backend()
+            self._result = await result if inspect.isawaitable(result) else result
+            returned = True
         except Exception as exc:  # any backend failure becomes the outcome
             self._error = exc
         finally:
+            if self._cancelled_by is not None:
+                self._error = self._cancelled_by
+            elif not returned and self._error is None:
+                # Cancelled from outside (a shared task group shutting down): a failure, so
+                # the consumer never synthesizes from a result that does not exist.
+                self._error = StreamAborted("the backend call was cancelled")
             self._done = True
-            self._backend_scope = None
-            if self._sleep_scope is not None:
-                self._sleep_scope.cancel()
+            if self._tick is not None:
+                self._tick.wake()
             if self._done_event is not None:
                 self._done_event.set()
+
+    def _cancel_backend(self, reason: Exception) -> bool:
+        if self._done or self._backend_task is None:
+            return False
+        self._cancelled_by = reason
+        self._backend_task.cancel()
+        return True
+
+    def _timeout_error(self) -> TimeoutError:
+        return TimeoutError(f"no result within {self._timeout:g} s")
 
     def abort(self, message: str = "server shutting down") -> bool:
         """End the stream on purpose: cancel the backend call and finish with a failure.
@@ -284,33 +329,33 @@ class SynthesizedStream:
         dialect's terminal failure frames carrying ``message``. Returns False (and does
         nothing) when the backend already finished: that stream ends normally.
         """
-        if self._done or self._backend_scope is None:
-            return False
-        self._aborted = StreamAborted(message)
-        self._backend_scope.cancel()
-        return True
+        return self._cancel_backend(StreamAborted(message))
 
     # -- iteration ----------------------------------------------------------------------------
     def __aiter__(self) -> SynthesizedStream:
         return self
 
     async def __anext__(self) -> bytes:
-        if self._task_group is None:
+        if self._backend_task is None:
             raise RuntimeError("iterate a SynthesizedStream inside 'async with'")
         if self._pending:
             await anyio.lowlevel.checkpoint()
             return self._take()
         if self._finished:
             raise StopAsyncIteration
+        tick = self._tick
+        assert tick is not None
         while not self._done:
-            # Sleep until the next tick; the backend's completion cancels this sleep once.
-            # (A deadline scope would expire by cancellation: an exception on every tick.)
-            with anyio.CancelScope() as scope:
-                self._sleep_scope = scope
-                await anyio.sleep(max(self._next_tick - anyio.current_time(), 0.0))
-            self._sleep_scope = None
+            # Sleep until the next tick; the backend's completion ends this sleep early, once.
+            await tick.until(min(self._next_tick, self._deadline))
             if self._backend_done():
                 break
+            if anyio.current_time() >= self._deadline:
+                # The deadline is a wake-up time of this sleep, not a scope in the backend
+                # task; the cancelled backend ends the wait with a timeout error.
+                self._deadline = float("inf")
+                self._cancel_backend(self._timeout_error())
+                continue
             self._next_tick = max(self._next_tick + self._interval, anyio.current_time())
             frames = self._keepalive_frames()
             if frames:

@@ -382,30 +382,38 @@ def responses_keepalive_frames(
     return keepalive.frames(include_created=include_created, sequence_start=sequence_start or 0)
 
 
-class ResponsesKeepalive:
-    """Keepalive frames for one stream, its envelope serialized once (the engine's hot path)."""
+_IN_PROGRESS_TYPE = b'{"type":"response.in_progress"'
+_CREATED_TYPE = b'{"type":"response.created"'
 
-    __slots__ = ("_created", "_in_progress", "_numbered")
+
+class ResponsesKeepalive:
+    """Keepalive frames for one stream, its envelope serialized once (the engine's hot path).
+
+    Only the ``response.in_progress`` payload head is kept (the bytes of a waiting stream); the
+    one-off ``response.created`` head is derived from it.
+    """
+
+    __slots__ = ("_in_progress", "_numbered")
 
     def __init__(self, response_id: str, *, base: dict[str, Any] | None, numbered: bool) -> None:
         envelope = dumps(_envelope(response_id, base), _WHAT)
         self._numbered = numbered
-        self._created = b'{"type":"response.created","response":' + envelope
-        self._in_progress = b'{"type":"response.in_progress","response":' + envelope
+        self._in_progress = _IN_PROGRESS_TYPE + b',"response":' + envelope
 
     def _frame(self, head: bytes, event: str, seq: int) -> bytes:
-        tail = b',"sequence_number":' + str(seq).encode() + b"}" if self._numbered else b"}"
-        return event_prefix(event) + head + tail + b"\n\n"
+        tail = b',"sequence_number":%d}\n\n' % seq if self._numbered else b"}\n\n"
+        return b"".join((event_prefix(event), head, tail))
 
     def frames(self, *, include_created: bool, sequence_start: int) -> list[bytes]:
         """``[created,] in_progress``, numbered from ``sequence_start`` when numbered."""
-        out = []
         seq = sequence_start
-        if include_created:
-            out.append(self._frame(self._created, "response.created", seq))
-            seq += 1
-        out.append(self._frame(self._in_progress, "response.in_progress", seq))
-        return out
+        if not include_created:
+            return [self._frame(self._in_progress, "response.in_progress", seq)]
+        created = _CREATED_TYPE + self._in_progress[len(_IN_PROGRESS_TYPE) :]
+        return [
+            self._frame(created, "response.created", seq),
+            self._frame(self._in_progress, "response.in_progress", seq + 1),
+        ]
 
 
 def synthesize_responses_sse(

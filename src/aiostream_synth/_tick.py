@@ -1,0 +1,86 @@
+"""The keepalive timer: sleep until the next tick, unless the backend's completion wakes us first.
+
+A waiting stream spends its whole life here, so this is the engine's memory and CPU hot spot.
+On asyncio the wait is one future resolved by a loop timer or by :meth:`TickWait.wake`: no
+cancel scope and no coroutine layers per tick (anyio's scope and ``sleep`` wrappers cost about
+1 KB per waiting stream and half the CPU of a tick). Anywhere else (trio) it is an anyio sleep
+inside a plain cancel scope that :meth:`TickWait.wake` cancels. Either way an outer
+cancellation reaches the sleeper as usual, and a wake with nobody waiting does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import anyio
+
+try:
+    import sniffio
+except ImportError:  # pragma: no cover - sniffio comes with trio; anyio works without it
+    sniffio = None  # type: ignore[assignment]
+
+__all__ = ["TickWait"]
+
+
+def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop when the current async library is asyncio (as anyio decides)."""
+    if sniffio is not None:
+        try:
+            if sniffio.current_async_library() != "asyncio":
+                return None
+        except sniffio.AsyncLibraryNotFoundError:
+            return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class TickWait:
+    """One stream's tick sleep; create it inside the event loop that will wait on it."""
+
+    __slots__ = ("_loop", "_scope", "_timer", "_waiter")
+
+    def __init__(self) -> None:
+        self._loop = _running_asyncio_loop()
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._scope: anyio.CancelScope | None = None
+
+    def until(self, deadline: float) -> Awaitable[None]:
+        """Await the result to sleep until ``deadline`` (``anyio.current_time()`` clock) or
+        until :meth:`wake`, whichever comes first."""
+        loop = self._loop
+        if loop is None:
+            return self._scoped_sleep(deadline)
+        # The future itself is the awaitable: no coroutine frame per waiting stream. A wait
+        # cancelled from outside leaves its timer to fire into a done future, a no-op.
+        waiter = loop.create_future()
+        self._timer = loop.call_at(deadline, _resolve, waiter)  # anyio's clock is loop.time()
+        self._waiter = waiter
+        return waiter
+
+    async def _scoped_sleep(self, deadline: float) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                await anyio.sleep_until(deadline)
+        finally:
+            self._scope = None
+
+    def wake(self) -> None:
+        """End the current wait early; no effect when nothing is waiting."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            assert self._timer is not None
+            self._timer.cancel()
+            _resolve(waiter)
+        elif self._scope is not None:
+            self._scope.cancel()
