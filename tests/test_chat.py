@@ -441,6 +441,14 @@ def test_pydantic_models_are_accepted() -> None:
             {"choices": [{"message": {"tool_calls": [{"function": {"arguments": {"a": 1}}}]}}]},
             "choices.0.message.tool_calls.0.function.arguments",
         ),
+        # values JSON cannot carry: orjson refuses them, the error still names the path
+        ({"id": object(), "choices": ["not even a choice"]}, "id"),
+        ({"choices": [{"message": {"content": "\ud800"}}]}, "choices.0.message.content"),
+        ({"choices": [{"message": {}, "finish_reason": {1, 2}}]}, "choices.0.finish_reason"),
+        (
+            {"choices": [{"message": {"tool_calls": [{"id": b"raw"}]}}]},
+            "choices.0.message.tool_calls",
+        ),
     ],
 )
 def test_bad_completions_raise_one_clear_error_naming_the_path(completion: Any, path: str) -> None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from ._coerce import as_json_dict
 from ._errors import InvalidResultError
-from ._json import dumps
 from ._sse import DONE_FRAME, comment_frame, data_frame
 from ._usage import wire_chat_usage
 
@@ -46,8 +47,9 @@ def _fail(path: tuple[str | int, ...], problem: str) -> InvalidResultError:
     return InvalidResultError(_WHAT, path, problem)
 
 
-def _text(value: Any, path: tuple[str | int, ...]) -> str | None:
-    """A message text field: a string, ``None``, or a list of parts whose texts are joined."""
+def _joined_text(value: Any, path: tuple[str | int, ...]) -> str | None:
+    """A message text field that is not a plain string: ``None``, or a list of parts whose
+    texts are joined (D15); anything else is an error naming ``path``."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -66,13 +68,15 @@ def _text(value: Any, path: tuple[str | int, ...]) -> str | None:
     raise _fail(path, f"expected a string, a list of parts or null, got {type(value).__name__}")
 
 
-def _tool_call_delta(k: int, call: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
+def _tool_call_delta(k: int, call: Any, index: int) -> dict[str, Any]:
     if not isinstance(call, dict):
-        raise _fail(path, f"expected a tool call object, got {type(call).__name__}")
+        raise _fail(_call_path(index, k), f"expected a tool call object, got {type(call).__name__}")
     if call.get("type") == "custom":
         custom = call.get("custom") or {}
         if not isinstance(custom, dict):
-            raise _fail((*path, "custom"), f"expected an object, got {type(custom).__name__}")
+            raise _fail(
+                (*_call_path(index, k), "custom"), f"expected an object, got {type(custom).__name__}"
+            )
         return {
             "index": k,
             "id": call.get("id"),
@@ -81,10 +85,12 @@ def _tool_call_delta(k: int, call: Any, path: tuple[str | int, ...]) -> dict[str
         }
     fn = call.get("function") or {}
     if not isinstance(fn, dict):
-        raise _fail((*path, "function"), f"expected an object, got {type(fn).__name__}")
+        raise _fail(
+            (*_call_path(index, k), "function"), f"expected an object, got {type(fn).__name__}"
+        )
     arguments = fn.get("arguments") or ""
     if not isinstance(arguments, str):
-        raise _fail((*path, "function", "arguments"), "expected a JSON string")
+        raise _fail((*_call_path(index, k), "function", "arguments"), "expected a JSON string")
     return {
         "index": k,
         "id": call.get("id"),
@@ -93,62 +99,168 @@ def _tool_call_delta(k: int, call: Any, path: tuple[str | int, ...]) -> dict[str
     }
 
 
-_OPEN = b',"finish_reason":null}'
+def _call_path(index: int, k: int) -> tuple[str | int, ...]:
+    return ("choices", index, "message", "tool_calls", k)
 
 
-def _choice_bodies(
-    index: int, choice: Any, *, reasoning_alias: bool, include_logprobs: bool
-) -> list[tuple[bytes, ...]]:
-    """The pieces of the serialized choice object of each of one choice's chunks (B-C17..B-C25).
+# Fixed JSON around the serialized values. A chunk is ``head + lead + delta + ... + tail``
+# where ``head`` (``data: {"id":..,"choices":[``) is per completion and ``lead`` per choice.
+_ROLE_ASSISTANT = b'{"role":"assistant"}'
+_NOT_FINISHED = b',"finish_reason":null}'
 
-    Only the variable values are serialized; the fixed JSON around them is spliced in, and each
-    frame is joined once, so a 64 KB content string is encoded once and copied once.
+
+def _frames(
+    data: dict[str, Any], include_usage: bool, reasoning_alias: bool, include_logprobs: bool
+) -> list[bytes]:
+    """The frames, serialized with bare ``orjson.dumps`` (the caller maps its errors to paths).
+
+    Only variable values are serialized, once each; every chunk is one concatenation of
+    ready-made pieces, so a 64 KB content string is encoded once and copied once.
     """
-    path: tuple[str | int, ...] = ("choices", index)
-    if not isinstance(choice, dict):
-        raise _fail(path, f"expected a choice object, got {type(choice).__name__}")
-    message = choice.get("message") or {}
-    if not isinstance(message, dict):
-        raise _fail((*path, "message"), f"expected an object, got {type(message).__name__}")
-    mpath = (*path, "message")
-    lead = b'{"index":%d,"delta":' % index
-
-    role = dumps(message.get("role") or "assistant", _WHAT, mpath)
-    bodies: list[tuple[bytes, ...]] = [(lead, b'{"role":', role, b"}", _OPEN)]
-    reasoning = _text(message.get("reasoning_content"), (*mpath, "reasoning_content")) or _text(
-        message.get("reasoning"), (*mpath, "reasoning")
+    choices = data.get("choices") or []
+    if not isinstance(choices, list):
+        raise _fail(("choices",), f"expected a list, got {type(choices).__name__}")
+    shared = orjson.dumps(  # the fields every chunk repeats (B-C14, B-C15)
+        {
+            "id": data.get("id"),
+            "object": "chat.completion.chunk",
+            "created": data.get("created"),
+            "model": data.get("model"),
+        }
     )
-    if reasoning:
-        text = dumps(reasoning)
-        alias = b',"reasoning":' + text if reasoning_alias else b""
-        bodies.append((lead, b'{"reasoning_content":', text, alias, b"}", _OPEN))
-    content = _text(message.get("content"), (*mpath, "content"))
-    if content:
-        logprobs = choice.get("logprobs") if include_logprobs else None
-        extra = (
-            b""
-            if logprobs is None
-            else b',"logprobs":' + dumps(logprobs, _WHAT, (*path, "logprobs"))
-        )
-        bodies.append(
-            (lead, b'{"content":', dumps(content), b'},"finish_reason":null', extra, b"}")
-        )
-    refusal = _text(message.get("refusal"), (*mpath, "refusal"))
-    if refusal:
-        bodies.append((lead, b'{"refusal":', dumps(refusal), b"}", _OPEN))
-    tool_calls = message.get("tool_calls")
-    if tool_calls is not None and not isinstance(tool_calls, list):
-        raise _fail((*mpath, "tool_calls"), f"expected a list, got {type(tool_calls).__name__}")
-    if tool_calls:
-        calls = [
-            _tool_call_delta(k, call, (*mpath, "tool_calls", k))
-            for k, call in enumerate(tool_calls)
-        ]
-        encoded = dumps(calls, _WHAT, (*mpath, "tool_calls"))
-        bodies.append((lead, b'{"tool_calls":', encoded, b"}", _OPEN))
-    finish = dumps(choice.get("finish_reason"), _WHAT, (*path, "finish_reason"))
-    bodies.append((lead, b'{},"finish_reason":', finish, b"}"))
-    return bodies
+    head = b"data: " + shared[:-1] + b',"choices":['
+    fingerprint = data.get("system_fingerprint")
+    close = b"]" if fingerprint is None else b'],"system_fingerprint":' + orjson.dumps(fingerprint)
+    tail = close + b"}\n\n"
+    open_tail = _NOT_FINISHED + tail  # the delta is closed by its own piece
+    text_tail = b"}" + open_tail
+    frames: list[bytes] = []
+    append = frames.append
+    for index, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            raise _fail(("choices", index), f"expected a choice object, got {type(choice).__name__}")
+        message = choice.get("message") or {}
+        if not isinstance(message, dict):
+            raise _fail(
+                ("choices", index, "message"), f"expected an object, got {type(message).__name__}"
+            )
+        lead = head + b'{"index":%d,"delta":' % index
+        role = message.get("role") or "assistant"
+        if role == "assistant":
+            append(lead + _ROLE_ASSISTANT + open_tail)
+        else:
+            append(b"".join((lead, b'{"role":', orjson.dumps(role), text_tail)))
+
+        reasoning = message.get("reasoning_content")
+        if type(reasoning) is not str:
+            reasoning = _joined_text(reasoning, ("choices", index, "message", "reasoning_content"))
+        if not reasoning:
+            reasoning = message.get("reasoning")
+            if type(reasoning) is not str:
+                reasoning = _joined_text(reasoning, ("choices", index, "message", "reasoning"))
+        if reasoning:
+            text = orjson.dumps(reasoning)
+            if reasoning_alias:
+                body = (lead, b'{"reasoning_content":', text, b',"reasoning":', text, text_tail)
+                append(b"".join(body))
+            else:
+                append(b"".join((lead, b'{"reasoning_content":', text, text_tail)))
+
+        content = message.get("content")
+        if type(content) is not str:
+            content = _joined_text(content, ("choices", index, "message", "content"))
+        if content:
+            logprobs = choice.get("logprobs") if include_logprobs else None
+            if logprobs is None:
+                append(b"".join((lead, b'{"content":', orjson.dumps(content), text_tail)))
+            else:
+                body = (
+                    lead,
+                    b'{"content":',
+                    orjson.dumps(content),
+                    b'},"finish_reason":null,"logprobs":',
+                    orjson.dumps(logprobs),
+                    b"}",
+                    tail,
+                )
+                append(b"".join(body))
+
+        refusal = message.get("refusal")
+        if refusal is not None:
+            if type(refusal) is not str:
+                refusal = _joined_text(refusal, ("choices", index, "message", "refusal"))
+            if refusal:
+                append(b"".join((lead, b'{"refusal":', orjson.dumps(refusal), text_tail)))
+
+        tool_calls = message.get("tool_calls")
+        if tool_calls:
+            if not isinstance(tool_calls, list):
+                raise _fail(
+                    ("choices", index, "message", "tool_calls"),
+                    f"expected a list, got {type(tool_calls).__name__}",
+                )
+            calls = orjson.dumps(
+                [_tool_call_delta(k, call, index) for k, call in enumerate(tool_calls)]
+            )
+            append(b"".join((lead, b'{"tool_calls":', calls, text_tail)))
+        elif tool_calls is not None and not isinstance(tool_calls, list):
+            raise _fail(
+                ("choices", index, "message", "tool_calls"),
+                f"expected a list, got {type(tool_calls).__name__}",
+            )
+
+        finish = choice.get("finish_reason")
+        finish_json = _FINISH_REASONS.get(finish) if type(finish) is str else None
+        if finish_json is None:
+            finish_json = orjson.dumps(finish)
+        append(b"".join((lead, b'{},"finish_reason":', finish_json, b"}", tail)))
+
+    usage = data.get("usage") if include_usage else None
+    if usage is not None:
+        usage_json = orjson.dumps(usage)
+        if b"null" in usage_json:  # rare: a null counter to zero (P5), or just a string
+            usage_json = orjson.dumps(wire_chat_usage(usage))
+        append(b"".join((head, close, b',"usage":', usage_json, b"}\n\n")))
+    append(DONE_FRAME)
+    return frames
+
+
+_FINISH_REASONS = {
+    reason: orjson.dumps(reason)
+    for reason in ("stop", "length", "tool_calls", "content_filter", "function_call")
+}
+
+
+def _unserializable(
+    data: dict[str, Any], include_usage: bool, include_logprobs: bool, exc: Exception
+) -> InvalidResultError:
+    """The error for a value orjson refused, naming the first such value's path."""
+    candidates: list[tuple[tuple[str | int, ...], Any]] = [
+        (("id",), data.get("id")),
+        (("created",), data.get("created")),
+        (("model",), data.get("model")),
+        (("system_fingerprint",), data.get("system_fingerprint")),
+    ]
+    choices = data.get("choices") or []
+    for index, choice in enumerate(choices if isinstance(choices, list) else []):
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        for key in ("role", "reasoning_content", "reasoning", "content", "refusal", "tool_calls"):
+            candidates.append((("choices", index, "message", key), message.get(key)))
+        if include_logprobs:
+            candidates.append((("choices", index, "logprobs"), choice.get("logprobs")))
+        candidates.append((("choices", index, "finish_reason"), choice.get("finish_reason")))
+    if include_usage:
+        candidates.append((("usage",), data.get("usage")))
+    for path, value in candidates:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as inner:
+            return _fail(path, f"not JSON-serializable ({inner})")
+    return _fail((), f"not JSON-serializable ({exc})")
 
 
 def chat_frames(
@@ -160,40 +272,10 @@ def chat_frames(
 ) -> list[bytes]:
     """All SSE frames (bytes) for ``completion``; raises before producing any on bad input."""
     data = as_json_dict(completion, InvalidResultError, _WHAT)
-    choices = data.get("choices") or []
-    if not isinstance(choices, list):
-        raise _fail(("choices",), f"expected a list, got {type(choices).__name__}")
-    # One serialization of the fields every chunk shares (B-C14, B-C15), its closing brace cut.
-    shared = dumps(
-        {
-            "id": data.get("id"),
-            "object": "chat.completion.chunk",
-            "created": data.get("created"),
-            "model": data.get("model"),
-        },
-        _WHAT,
-    )
-    head = b"data: " + shared[:-1] + b',"choices":['
-    fingerprint = data.get("system_fingerprint")
-    close = (
-        b"]"
-        if fingerprint is None
-        else b'],"system_fingerprint":' + dumps(fingerprint, _WHAT, ("system_fingerprint",))
-    )
-    tail = close + b"}\n\n"
-    frames = [
-        b"".join((head, *body, tail))
-        for index, choice in enumerate(choices)
-        for body in _choice_bodies(
-            index, choice, reasoning_alias=emit_reasoning_alias, include_logprobs=include_logprobs
-        )
-    ]
-    usage = data.get("usage") if include_usage else None
-    if usage is not None:
-        usage_json = dumps(wire_chat_usage(usage), _WHAT, ("usage",))
-        frames.append(head + close + b',"usage":' + usage_json + b"}\n\n")
-    frames.append(DONE_FRAME)
-    return frames
+    try:
+        return _frames(data, include_usage, emit_reasoning_alias, include_logprobs)
+    except orjson.JSONEncodeError as exc:
+        raise _unserializable(data, include_usage, include_logprobs, exc) from None
 
 
 def synthesize_chat_completion_sse(
