@@ -75,7 +75,8 @@ def _tool_call_delta(k: int, call: Any, index: int) -> dict[str, Any]:
         custom = call.get("custom") or {}
         if not isinstance(custom, dict):
             raise _fail(
-                (*_call_path(index, k), "custom"), f"expected an object, got {type(custom).__name__}"
+                (*_call_path(index, k), "custom"),
+                f"expected an object, got {type(custom).__name__}",
             )
         return {
             "index": k,
@@ -138,7 +139,9 @@ def _frames(
     append = frames.append
     for index, choice in enumerate(choices):
         if not isinstance(choice, dict):
-            raise _fail(("choices", index), f"expected a choice object, got {type(choice).__name__}")
+            raise _fail(
+                ("choices", index), f"expected a choice object, got {type(choice).__name__}"
+            )
         message = choice.get("message") or {}
         if not isinstance(message, dict):
             raise _fail(
