@@ -164,8 +164,8 @@ def _frames(
         if reasoning:
             text = orjson.dumps(reasoning)
             if reasoning_alias:
-                body = (lead, b'{"reasoning_content":', text, b',"reasoning":', text, text_tail)
-                append(b"".join(body))
+                alias = (lead, b'{"reasoning_content":', text, b',"reasoning":', text, text_tail)
+                append(b"".join(alias))
             else:
                 append(b"".join((lead, b'{"reasoning_content":', text, text_tail)))
 
@@ -177,7 +177,7 @@ def _frames(
             if logprobs is None:
                 append(b"".join((lead, b'{"content":', orjson.dumps(content), text_tail)))
             else:
-                body = (
+                with_logprobs = (
                     lead,
                     b'{"content":',
                     orjson.dumps(content),
@@ -186,7 +186,7 @@ def _frames(
                     b"}",
                     tail,
                 )
-                append(b"".join(body))
+                append(b"".join(with_logprobs))
 
         refusal = message.get("refusal")
         if refusal is not None:
