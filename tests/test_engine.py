@@ -190,8 +190,9 @@ async def test_failure_after_commit_is_a_terminal_event() -> None:
     assert b"[DONE]" not in b"".join(frames)
 
 
-async def test_deadline_cancels_the_backend_and_fails_the_stream() -> None:
-    """The total timeout cancels the backend; after commit it ends with a terminal failure."""
+async def test_deadline_cancels_the_backend_and_fails_the_stream(exact_timing: bool) -> None:
+    """The total timeout cancels the backend; after commit it ends with a terminal failure.
+    The deadline (2.5 intervals) is not a tick: it adds no keepalive of its own."""
     gate = Gate(RESULT)
     async with SynthesizedStream(
         gate,
@@ -201,6 +202,7 @@ async def test_deadline_cancels_the_backend_and_fails_the_stream() -> None:
     ) as stream:
         frames = await _collect(stream)
     assert gate.cancelled
+    assert stream.keepalives_sent == 2 if exact_timing else 1 <= stream.keepalives_sent <= 2
     events = [e.json() for e in parse(b"".join(frames))]
     assert events[-1]["type"] == "response.failed"
     assert "timed out" in events[-1]["response"]["error"]["message"]

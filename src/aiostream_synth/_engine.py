@@ -347,12 +347,14 @@ class SynthesizedStream:
         assert tick is not None
         while not self._done:
             # Sleep until the next tick; the backend's completion ends this sleep early, once.
-            await tick.until(min(self._next_tick, self._deadline))
+            # The deadline is one more wake-up time of this sleep (not a scope in the backend
+            # task); which of the two was asked for decides, not a clock reading.
+            deadline_first = self._deadline <= self._next_tick
+            await tick.until(self._deadline if deadline_first else self._next_tick)
             if self._backend_done():
                 break
-            if anyio.current_time() >= self._deadline:
-                # The deadline is a wake-up time of this sleep, not a scope in the backend
-                # task; the cancelled backend ends the wait with a timeout error.
+            if deadline_first:
+                # The cancelled backend ends the wait with a timeout error.
                 self._deadline = float("inf")
                 self._cancel_backend(self._timeout_error())
                 continue
