@@ -145,7 +145,7 @@ def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None
         if kind == "native"
         else Starlette(routes=synthesizing_routes(backend, settings))
     )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", lifespan="off", backlog=16384)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", backlog=16384)
 
 
 def start_server(kind: str, port: int, delay: float, interval: float) -> subprocess.Popen[bytes]:
