@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Literal
 
 import httpx
 import pytest
@@ -229,7 +230,7 @@ def test_serve_embedded_directives_and_bad_requests_over_loopback() -> None:
 
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
 def test_the_startup_heap_is_frozen_before_serving(
-    loop: str, monkeypatch: pytest.MonkeyPatch
+    loop: Literal["asyncio", "trio"], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Everything alive once the app is built is out of the collector's reach when the server
     starts, so a full collection during a burst of finishing streams does not walk it."""
