@@ -375,16 +375,23 @@ async def test_lifespan_task_group_hosts_the_backend_calls() -> None:
     """With a lifespan, every stream's backend task runs in the lifespan's one task group; the
     lifespan shutdown ends a still-waiting stream cleanly (here before commit: a 503), never a hang."""
     parents: list[int | None] = []
+    order: list[str] = []
 
     class Recording(FakeBackend):
         async def __call__(self, call: BackendCall) -> Any:
             parents.append(anyio.get_current_task().parent_id)
-            return await super().__call__(call)
+            try:
+                return await super().__call__(call)
+            finally:
+                if self.cancelled:  # a slow cleanup the lifespan must wait for
+                    with anyio.CancelScope(shield=True):
+                        await anyio.sleep(K)
+                    order.append("backend ended")
 
     fast, slow = Recording(), Recording(delay=3600)
     app = SynthesizingApp(
         lambda call: (fast if call.params.get("model") == "fast" else slow)(call),
-        StreamSettings(keepalive_interval=K),
+        StreamSettings(keepalive_interval=3600),  # nothing commits: the abort is a 503
         drain_timeout=0,
     )
     lifespan = Lifespan(app)
@@ -405,6 +412,8 @@ async def test_lifespan_task_group_hosts_the_backend_calls() -> None:
         tg.start_soon(waiting)
         await slow.started.wait()
         await lifespan.say("shutdown")
+        order.append("shutdown complete")
+    assert order == ["backend ended", "shutdown complete"]  # no task outlives the lifespan
     assert parents == [lifespan.task_id, lifespan.task_id]
     assert parse(done.content)[-1].json()["type"] == "response.completed"
     assert results[0].status_code == 503

@@ -380,10 +380,11 @@ class SynthesizingApp:
                         await send({"type": "lifespan.startup.complete"})
                     elif message["type"] == "lifespan.shutdown":
                         await self.shutdown.shutdown(self.drain_timeout)
-                        await send({"type": "lifespan.shutdown.complete"})
-                        return
+                        break
             finally:
-                # Streams still open after the drain were aborted; anything left is cancelled
-                # (its consumer gets a clean failure), so the lifespan never waits on it.
+                # Streams still open after the drain were aborted; a backend call still
+                # running is cancelled (its consumer gets a clean failure) and waited for, so
+                # no task outlives the lifespan.
                 self._backend_tasks = None
                 backend_tasks.cancel_scope.cancel()
+        await send({"type": "lifespan.shutdown.complete"})
