@@ -168,15 +168,15 @@ def _demo(delay: float, keepalive: float) -> int:
                 if line:
                     print(f"[{time.monotonic() - start:5.2f}s] {line[:150]}")
         print("\n=== responses: the openai SDK's responses.create(stream=True), same backend delay")
-        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
-        start = time.monotonic()
-        for event in client.responses.create(model="demo", input=prompt, stream=True):
-            detail = getattr(event, "delta", None) or getattr(
-                getattr(event, "response", None), "status", ""
-            )
-            print(
-                f"[{time.monotonic() - start:5.2f}s] {event.type} #{event.sequence_number} {detail!s:.80}"
-            )
+        with openai.OpenAI(base_url=base, api_key="unused", max_retries=0) as client:
+            start = time.monotonic()
+            for event in client.responses.create(model="demo", input=prompt, stream=True):
+                detail = getattr(event, "delta", None) or getattr(
+                    getattr(event, "response", None), "status", ""
+                )
+                print(
+                    f"[{time.monotonic() - start:5.2f}s] {event.type} #{event.sequence_number} {detail!s:.80}"
+                )
     finally:
         server.should_exit = True
         thread.join(timeout=10)
