@@ -20,12 +20,13 @@ Deliberate differences from the upstream reference module (decisions P2, P4, P5)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
 from ._coerce import as_json_dict
 from ._errors import InvalidResultError
+from ._json import dumps
 from ._sse import DONE_FRAME, comment_frame, data_frame
 from ._usage import wire_chat_usage
 
@@ -234,10 +235,10 @@ _FINISH_REASONS = {
 }
 
 
-def _unserializable(
+def _raise_unserializable(
     data: dict[str, Any], include_usage: bool, include_logprobs: bool, exc: Exception
-) -> InvalidResultError:
-    """The error for a value orjson refused, naming the first such value's path."""
+) -> NoReturn:
+    """Raise the error for a value orjson refused, naming the first such value's path."""
     candidates: list[tuple[tuple[str | int, ...], Any]] = [
         (("id",), data.get("id")),
         (("created",), data.get("created")),
@@ -259,11 +260,8 @@ def _unserializable(
     if include_usage:
         candidates.append((("usage",), data.get("usage")))
     for path, value in candidates:
-        try:
-            orjson.dumps(value)
-        except orjson.JSONEncodeError as inner:
-            return _fail(path, f"not JSON-serializable ({inner})")
-    return _fail((), f"not JSON-serializable ({exc})")
+        dumps(value, _WHAT, path)  # the first value orjson refuses raises, named by its path
+    raise _fail((), f"not JSON-serializable ({exc})") from None
 
 
 def chat_frames(
@@ -278,7 +276,7 @@ def chat_frames(
     try:
         return _frames(data, include_usage, emit_reasoning_alias, include_logprobs)
     except orjson.JSONEncodeError as exc:
-        raise _unserializable(data, include_usage, include_logprobs, exc) from None
+        _raise_unserializable(data, include_usage, include_logprobs, exc)
 
 
 def synthesize_chat_completion_sse(
