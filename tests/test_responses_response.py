@@ -167,10 +167,19 @@ def test_minimal_mode_never_invents_ids_and_does_not_mutate() -> None:
 
 @pytest.mark.parametrize(
     ("result", "path"),
-    [("x", "<root>"), ({"output": {"a": 1}}, "output"), ({"output": [1]}, "output.0")],
+    [
+        ("x", "<root>"),
+        ({"output": {"a": 1}}, "output"),
+        ({"output": [1]}, "output.0"),
+        # values JSON cannot carry: orjson refuses them, the error still names the path
+        ({"model": object(), "output": []}, "model"),
+        ({"output": [{"type": "message", "content": [], "role": {1}}]}, "output.0.role"),
+        ({"output": [{"type": "function_call", "arguments": "\ud800"}]}, "output.0.arguments"),
+    ],
 )
 def test_bad_results_raise_before_any_block(result: Any, path: str) -> None:
-    """A non-dict result, a non-list output or non-object items raise InvalidResultError."""
+    """A non-dict result, a non-list output, non-object items or values JSON cannot carry
+    raise InvalidResultError naming the path."""
     for fidelity in ("minimal", "full"):
         with pytest.raises(InvalidResultError, match=f": {path}: "):
             next(synthesize_responses_sse(result, fidelity=fidelity))

@@ -29,7 +29,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
+
+import orjson
 
 from ._coerce import as_json_dict
 from ._errors import InvalidResultError
@@ -65,7 +67,10 @@ def new_response_id() -> str:
 
 
 class _Events:
-    """Collects framed events, numbering them when ``seq`` is not None."""
+    """Collects framed events, numbering them when ``seq`` is not None.
+
+    Payloads go to bare ``orjson.dumps``; :func:`responses_frames` maps its error to a path.
+    """
 
     __slots__ = ("frames", "seq")
 
@@ -74,13 +79,47 @@ class _Events:
         self.frames: list[bytes] = []
 
     def emit(self, payload: dict[str, Any]) -> None:
-        if self.seq is not None:
-            payload["sequence_number"] = self.seq
-            self.seq += 1
+        seq = self.seq
+        if seq is not None:
+            payload["sequence_number"] = seq
+            self.seq = seq + 1
+        kind = payload["type"]
+        prefix = _PREFIXES.get(kind) or event_prefix(kind)
         # One join: a long event is copied once, not once per concatenation.
-        self.frames.append(
-            b"".join((event_prefix(payload["type"]), dumps(payload, _WHAT), b"\n\n"))
-        )
+        self.frames.append(b"".join((prefix, orjson.dumps(payload), b"\n\n")))
+
+
+# The ``event:`` lines of every event type the emitter names, looked up without a call.
+_PREFIXES = {
+    kind: event_prefix(kind)
+    for kind in (
+        "response.created",
+        "response.in_progress",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "error",
+    )
+}
 
 
 def _chunks(text: str, size: int | None) -> list[str]:
@@ -310,16 +349,32 @@ def responses_frames(
     is None; minimal mode leaves events unnumbered). ``delta_chars`` splits long text and
     arguments into deltas of at most that many characters (full mode only).
     """
-    resp, items = _prepare(result, ns_map, response_id)
-    if fidelity == "full":
-        events = _Events(0 if sequence_start is None else sequence_start)
-        _full(resp, items, include_created, events, delta_chars)
-    elif fidelity == "minimal":
-        events = _Events(sequence_start)
-        _minimal(resp, items, include_created, events)
-    else:
+    if fidelity not in ("full", "minimal"):
         raise ValueError(f"fidelity must be 'full' or 'minimal', not {fidelity!r}")
+    resp, items = _prepare(result, ns_map, response_id)
+    try:
+        if fidelity == "full":
+            events = _Events(0 if sequence_start is None else sequence_start)
+            _full(resp, items, include_created, events, delta_chars)
+        else:
+            events = _Events(sequence_start)
+            _minimal(resp, items, include_created, events)
+    except orjson.JSONEncodeError as exc:
+        _raise_unserializable(resp, items, exc)
     return events.frames
+
+
+def _raise_unserializable(
+    resp: dict[str, Any], items: list[dict[str, Any]], exc: Exception
+) -> NoReturn:
+    """Raise the error for a value orjson refused, naming the first such value's path."""
+    for key, value in resp.items():
+        if key != "output":
+            dumps(value, _WHAT, (key,))  # the first value orjson refuses raises, by its path
+    for k, item in enumerate(items):
+        for key, value in item.items():
+            dumps(value, _WHAT, ("output", k, key))
+    raise InvalidResultError(_WHAT, (), f"not JSON-serializable ({exc})") from None
 
 
 def responses_failure_frames(

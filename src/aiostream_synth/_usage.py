@@ -24,15 +24,19 @@ def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
     """
     changed: dict[str, Any] | None = None
     for key, value in obj.items():
-        new = value
-        if value is None and key.endswith("_tokens"):
-            new = 0
+        if value is None:
+            if not key.endswith("_tokens"):
+                continue
+            new: Any = 0
         elif isinstance(value, dict):
             new = _zero_null_counters(value)
-        if new is not value:
-            if changed is None:
-                changed = dict(obj)
-            changed[key] = new
+            if new is value:
+                continue
+        else:
+            continue
+        if changed is None:
+            changed = dict(obj)
+        changed[key] = new
     return obj if changed is None else changed
 
 
@@ -52,11 +56,13 @@ def wire_responses_usage(usage: Any) -> Any:
     """
     if not isinstance(usage, dict):
         return usage
-    out = dict(usage)
+    out = _zero_null_counters(usage)
+    if out is usage:
+        out = dict(usage)
     for details_key, counter in _RESPONSES_REQUIRED_DETAILS:
         details = out.get(details_key)
         if details is None:
             out[details_key] = {counter: 0}
-        elif isinstance(details, dict) and details.get(counter) is None:
+        elif isinstance(details, dict) and counter not in details:
             out[details_key] = {**details, counter: 0}
-    return _zero_null_counters(out)
+    return out
