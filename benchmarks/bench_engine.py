@@ -7,8 +7,9 @@ backend's wait is the loop's own sleep; so what is measured beyond the floor is 
 cost, not anyio's per-spawn bookkeeping in the harness. Each configuration runs in its own
 subprocess so RSS is measured cleanly:
 
-* ``floor``: bare asyncio, one task per stream that sleeps K and emits a constant frame — the
-  least a keepalive can cost in Python;
+* ``floor`` / ``floor-trio``: bare asyncio / bare trio, one task per stream that sleeps K and
+  emits a constant frame — the least a keepalive can cost in Python on that loop; each engine
+  row's ratios are against the floor of its own loop;
 * ``engine-asyncio`` / ``engine-uvloop`` (when installed) / ``engine-trio``: SynthesizedStream,
   Responses dialect in full fidelity (the product default), so each keepalive is a real event;
   each stream opens its own task group;
@@ -64,7 +65,8 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
     shared = kind.endswith("+shared")
     kind_loop = kind.removesuffix("+shared")
     host: Any = None
-    if kind_loop == "engine-trio":
+    on_trio = kind_loop in ("engine-trio", "floor-trio")
+    if on_trio:
         import trio
 
         native_sleep: Any = trio.sleep
@@ -95,8 +97,6 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
                     counts["completed"] += 1
 
     async def floor_stream() -> None:
-        import asyncio
-
         opened["n"] += 1
         if opened["n"] == n:
             all_open.set()
@@ -106,7 +106,7 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
             remaining = end - time.monotonic()
             if remaining <= 0:
                 break
-            await asyncio.sleep(min(interval, remaining))
+            await native_sleep(min(interval, remaining))
             if time.monotonic() < end:
                 counts["keepalive"] += 1
                 counts["frames"] += len(frame) > 0
@@ -129,14 +129,14 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
         gc.collect()
         rss0 = _rss_kib()
         nonlocal host
-        stream = floor_stream if kind == "floor" else engine_stream
+        stream = floor_stream if kind.startswith("floor") else engine_stream
         async with anyio.create_task_group() as shared_group:
             host = shared_group if shared else None
             measured = await spawn_and_measure(stream, rss0)
         return measured
 
     async def spawn_and_measure(stream: Any, rss0: int) -> dict[str, Any]:
-        if kind_loop == "engine-trio":
+        if on_trio:
             import trio
 
             async with trio.open_nursery() as nursery:
@@ -162,7 +162,7 @@ def child(kind: str, n: int, delay: float, interval: float) -> dict[str, Any]:
             "completed": counts["completed"],
         }
 
-    backend = "trio" if kind_loop == "engine-trio" else "asyncio"
+    backend = "trio" if on_trio else "asyncio"
     options: dict[str, Any] = {}
     if kind_loop == "engine-uvloop":
         options = {"use_uvloop": True}
@@ -176,6 +176,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=20.0)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true", help="N=2000, T=6 s")
+    parser.add_argument(
+        "--only", help="comma-separated runs to keep (the floors always run), e.g. engine-trio"
+    )
     parser.add_argument("--child")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -188,6 +191,7 @@ def main() -> None:
         "floor",
         "engine-asyncio",
         "engine-asyncio+shared",
+        "floor-trio",
         "engine-trio",
         "engine-trio+shared",
     ]
@@ -197,6 +201,9 @@ def main() -> None:
         kinds[3:3] = ["engine-uvloop", "engine-uvloop+shared"]
     except ImportError:
         pass
+    if args.only:
+        keep = set(args.only.split(","))
+        kinds = [k for k in kinds if k.startswith("floor") or k in keep]
     rows = []
     for kind in kinds:
         print(
@@ -221,12 +228,13 @@ def main() -> None:
             text=True,
         )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    floor = rows[0]
+    floors = {"asyncio": rows[0], "trio": next(r for r in rows if r["kind"] == "floor-trio")}
     print(
         "| run | KiB per waiting stream | ratio | CPU µs per keepalive | ratio | keepalives seen / expected | completed |"
     )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
+        floor = floors["trio" if "trio" in r["kind"] else "asyncio"]
         print(
             f"| {r['kind']} | {r['kib_per_stream']:.2f} | {r['kib_per_stream'] / floor['kib_per_stream']:.2f}x | "
             f"{r['cpu_us_per_keepalive']:.1f} | {r['cpu_us_per_keepalive'] / floor['cpu_us_per_keepalive']:.2f}x | "

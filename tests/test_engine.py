@@ -288,7 +288,9 @@ async def test_keepalive_spacing_on_the_mock_clock(anyio_backend: Any) -> None:
                 times.append(anyio.current_time() - start)
                 if len(times) == 5:
                     gate.open.set()
+        ended = anyio.current_time() - start
     assert times == pytest.approx([10.0, 20.0, 30.0, 40.0, 50.0])
+    assert ended == pytest.approx(50.0)  # the result woke the tick sleep, no sixth interval
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own group", "shared group"])
