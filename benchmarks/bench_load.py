@@ -8,7 +8,8 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
 * ``native``  — :class:`SynthesizingApp` (the engine on the native ASGI path) on uvicorn;
 * ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
 * ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
-* ``proxy-w2``— the same with ``--workers 2``.
+* ``proxy-w2``— the same with ``--workers 2``;
+* ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``).
 
 The load client (this process, raw asyncio sockets, its own core) opens N streams at once and
 parses every frame; a stream passes only with its terminal event and every frame parsing.
@@ -37,7 +38,7 @@ import sys
 import time
 from typing import Any
 
-SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2")
+SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2", "proxy-trio")
 BACKEND_RESULT: dict[str, Any] = {
     "id": "resp_bench",
     "object": "response",
@@ -167,6 +168,8 @@ def start_server(kind: str, port: int, delay: float, interval: float) -> subproc
             "--timeout",
             "0",
         ]
+        if kind == "proxy-trio":
+            command += ["--loop", "trio"]
     else:
         command = [
             sys.executable,

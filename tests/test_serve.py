@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -253,3 +253,38 @@ def test_the_startup_heap_is_frozen_before_serving(
         gc.unfreeze()
     (count,) = frozen_at_start
     assert count > 1000
+
+
+@pytest.mark.parametrize(
+    ("server", "loop"),
+    [("uvicorn", "asyncio"), ("hypercorn", "asyncio"), ("hypercorn", "trio")],
+)
+def test_every_server_listens_with_a_deep_accept_queue(
+    server: Literal["uvicorn", "hypercorn"],
+    loop: Literal["asyncio", "trio"],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst of clients connecting at once must not overflow the accept queue: each server
+    is configured with the same backlog (hypercorn's own default is 100)."""
+    import hypercorn.asyncio
+    import hypercorn.trio
+    import uvicorn
+
+    from aiostream_synth import _serve
+    from aiostream_synth._proxy import ProxyConfig
+
+    backlogs: list[int] = []
+
+    def uvicorn_run(self: uvicorn.Server, *args: object, **kwargs: object) -> None:
+        backlogs.append(self.config.backlog)
+
+    async def hypercorn_serve(app: object, config: Any, **kwargs: object) -> None:
+        backlogs.append(config.backlog)
+
+    monkeypatch.setattr(uvicorn.Server, "run", uvicorn_run)
+    monkeypatch.setattr(hypercorn.asyncio, "serve", hypercorn_serve)
+    monkeypatch.setattr(hypercorn.trio, "serve", hypercorn_serve)
+    # not under test here, and a frozen heap would hide referrers from the rest of the session
+    monkeypatch.setattr(_serve, "_freeze_startup_heap", lambda: None)
+    _serve._serve_one(ProxyConfig(server=server, loop=loop))
+    assert backlogs == [4096]

@@ -30,13 +30,18 @@ __all__ = ["run"]
 
 LOG = logging.getLogger("aiostream_synth.proxy")
 
+# The accept queue of every listening socket (the kernel caps it at net.core.somaxconn). Long-turn
+# clients arrive in bursts (a batch of agents starting together); with hypercorn's default of
+# 100, 2,000 connections opened at once saw 22% reset or never answered (bench_load proxy-trio).
+_BACKLOG = 4096
+
 
 def _bind(config: ProxyConfig) -> socket.socket:
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
-    sock.listen(4096)
+    sock.listen(_BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -75,7 +80,7 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
             log_level=config.log_level,
             lifespan="on",
             timeout_graceful_shutdown=5,
-            backlog=4096,
+            backlog=_BACKLOG,
         )
     )
     server.run(sockets=[sock] if sock is not None else None)
@@ -88,6 +93,7 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
     hc.bind = [f"{config.host}:{config.port}"]
     hc.loglevel = config.log_level.upper()
     hc.graceful_timeout = 5
+    hc.backlog = _BACKLOG
     if config.loop == "trio":
         import trio
         from hypercorn.trio import serve as trio_serve
