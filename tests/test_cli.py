@@ -44,6 +44,14 @@ def test_serve_options_map_onto_the_config() -> None:
     assert config.timeout is None
     assert config.drop_hosted_tools is True
     assert (config.on_disconnect, config.loop, config.upstream) == ("finish", "trio", "http://u/v1")
+    assert config.upstream_max_connections is None  # no cap unless asked
+
+
+@pytest.mark.parametrize(("value", "expected"), [("64", 64), ("0", None)])
+def test_upstream_max_connections_option(value: str, expected: int | None) -> None:
+    """A positive value caps concurrent upstream calls; 0 means no cap, like the default."""
+    args = _parser().parse_args(["serve", "--upstream-max-connections", value])
+    assert config_from_args(args).upstream_max_connections == expected
 
 
 def test_bad_option_values_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:

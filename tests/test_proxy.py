@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import resource
+import threading
 from typing import Any, cast
 
+import anyio
 import httpx
 import openai
 import pytest
 
+from aiostream_synth import BackendCall
 from aiostream_synth._proxy import ProxyApp, ProxyConfig
 from aiostream_synth._upstream import UpstreamBackend
 
 from .fake_upstream import FakeUpstream
+from .servers import serve
 from .sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
@@ -369,3 +376,78 @@ async def test_forwarding_the_clients_authorization() -> None:
     ) as http:
         await http.post("/v1/responses", json=_responses("x"))
     assert fake.requests[-1][2]["authorization"] == "Bearer client-token"
+
+
+class _HeldUpstream:
+    """A non-streaming upstream (ASGI, served on loopback) that holds every call until released
+    and records how many calls it held at once."""
+
+    def __init__(self, until: int) -> None:
+        self.until = until
+        self.held = 0
+        self.peak = 0
+        self.reached = threading.Event()  # ``until`` calls are held at once
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._release: asyncio.Event | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        if self._release is None:
+            self._loop, self._release = asyncio.get_running_loop(), asyncio.Event()
+        self.held += 1
+        self.peak = max(self.peak, self.held)
+        if self.held >= self.until:
+            self.reached.set()
+        await self._release.wait()
+        self.held -= 1
+        body = json.dumps({"id": "resp_held", "object": "response", "output": []}).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def release(self) -> None:
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
+
+@real_clock
+@pytest.mark.parametrize(("cap", "calls"), [(None, 1001), (2, 5)], ids=["default", "cap 2"])
+async def test_upstream_connections_are_capped_only_when_asked(cap: int | None, calls: int) -> None:
+    """Every open stream gets its own upstream call at once by default (the openai SDK's own
+    pool stops at 1000 and would queue the rest); ``max_connections`` caps them on purpose."""
+    with contextlib.suppress(ValueError, OSError):  # two sockets per call in this process
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    peak = calls if cap is None else cap
+    upstream = _HeldUpstream(until=peak)
+    call = BackendCall(dialect="responses", params={"model": "m", "input": "x"}, stream=True)
+    results: list[Any] = []
+
+    async def one(backend: UpstreamBackend) -> None:
+        results.append(await backend(call))
+
+    with serve(upstream, "uvicorn") as url:
+        backend = UpstreamBackend(url + "/v1", max_connections=cap)
+        try:
+            async with anyio.create_task_group() as group:
+                for _ in range(calls):
+                    group.start_soon(one, backend)
+                reached = await anyio.to_thread.run_sync(upstream.reached.wait, 20)
+                upstream.release()
+        finally:
+            await backend.aclose()
+    assert reached, f"only {upstream.peak} of {peak} calls reached the upstream together"
+    assert upstream.peak == peak
+    assert len(results) == calls
+    assert {result["id"] for result in results} == {"resp_held"}
+
+
+def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:
+    with pytest.raises(ValueError, match="max_connections"):
+        UpstreamBackend("http://upstream/v1", max_connections=0)
+    app = ProxyApp(ProxyConfig(upstream="http://upstream/v1", upstream_max_connections=64))
+    assert app.upstream is not None
+    assert app.upstream.max_connections == 64

@@ -46,6 +46,7 @@ _HELP = {
     "connect_timeout": "upstream connect timeout, seconds",
     "read_timeout": "upstream read timeout, seconds",
     "upstream_retries": "upstream retries (default 0: clients retry themselves)",
+    "upstream_max_connections": "cap on concurrent upstream calls (0 or unset: no cap, one per open stream)",
     "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
     "keepalive_s": "keepalive interval while the backend works, seconds",
     "responses_events": "Responses event fidelity",
@@ -84,8 +85,10 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
             )
             continue
         kind: Any = type(default) if default is not None else str
-        if f.name in ("timeout",):
+        if f.name == "timeout":
             kind = float
+        elif f.name == "upstream_max_connections":
+            kind = int
         parser.add_argument(
             flag,
             type=kind,
@@ -99,6 +102,8 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
     if values["timeout"] is not None and values["timeout"] <= 0:
         values["timeout"] = None
+    if values["upstream_max_connections"] is not None and values["upstream_max_connections"] <= 0:
+        values["upstream_max_connections"] = None
     if values["upstream_api_key"] is None and values["upstream"]:
         values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
     return ProxyConfig(**values)

@@ -64,6 +64,8 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 900.0
     upstream_retries: int = 0
+    #: Cap on concurrent upstream calls; None: no cap (one connection per open stream).
+    upstream_max_connections: int | None = None
     #: Inbound bearer token; None accepts every request.
     api_key: str | None = None
     keepalive_s: float = 10.0
@@ -178,6 +180,7 @@ class ProxyApp:
                     connect_timeout=config.connect_timeout,
                     read_timeout=config.read_timeout,
                     max_retries=config.upstream_retries,
+                    max_connections=config.upstream_max_connections,
                 )
                 backend = self.upstream
             else:

@@ -4,12 +4,18 @@ Called through the openai SDK's ``AsyncOpenAI`` at its JSON level (``post(path, 
 the body is sent exactly as prepared, so provider extension fields on the non-streaming path
 and parameters newer than the SDK survive. No retries by default — a client's own retries
 must not be multiplied — and long timeouts, since one turn can take minutes.
+
+No cap on concurrent upstream connections by default: every open stream holds one upstream
+call for minutes, so the SDK's own pool of 1000 connections would silently queue the 1001st
+stream behind the others (its keepalives flowing, its call not even sent). ``max_connections``
+sets a deliberate cap; calls beyond it wait for a free connection up to the read timeout.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import openai
 
 from ._asgi import BackendCall
@@ -17,6 +23,8 @@ from ._asgi import BackendCall
 __all__ = ["UpstreamBackend"]
 
 _PATHS = {"chat": "/chat/completions", "responses": "/responses"}
+#: Idle connections kept for reuse between bursts (the SDK's default).
+_IDLE_CONNECTIONS = 100
 
 
 class UpstreamBackend:
@@ -31,9 +39,23 @@ class UpstreamBackend:
         connect_timeout: float = 10.0,
         read_timeout: float = 900.0,
         max_retries: int = 0,
+        max_connections: int | None = None,
         http_client: Any = None,
     ) -> None:
+        """``max_connections`` caps concurrent upstream calls (None: one connection per open
+        stream, no cap); it applies to the client built here, not to a given ``http_client``."""
+        if max_connections is not None and max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1 or None, not {max_connections}")
         self.forward_authorization = forward_authorization
+        self.max_connections = max_connections
+        if http_client is None:
+            limits = httpx2.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=min(
+                    _IDLE_CONNECTIONS, max_connections or _IDLE_CONNECTIONS
+                ),
+            )
+            http_client = openai.DefaultAsyncHttpxClient(limits=limits)
         self.client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "unused",
