@@ -45,6 +45,14 @@ def test_serve_options_map_onto_the_config() -> None:
     assert config.drop_hosted_tools is True
     assert (config.on_disconnect, config.loop, config.upstream) == ("finish", "trio", "http://u/v1")
     assert config.upstream_max_connections is None  # no cap unless asked
+    assert config.read_timeout is None  # the deadline bounds an upstream call
+
+
+@pytest.mark.parametrize(("value", "expected"), [("30", 30.0), ("0", None)])
+def test_read_timeout_option(value: str, expected: float | None) -> None:
+    """A positive value is the upstream read timeout; 0 means none, like the default."""
+    args = _parser().parse_args(["serve", "--read-timeout", value])
+    assert config_from_args(args).read_timeout == expected
 
 
 @pytest.mark.parametrize(("value", "expected"), [("64", 64), ("0", None)])

@@ -445,6 +445,26 @@ async def test_upstream_connections_are_capped_only_when_asked(cap: int | None, 
     assert {result["id"] for result in results} == {"resp_held"}
 
 
+@real_clock
+async def test_upstream_read_timeout_is_the_deadline_unless_given() -> None:
+    """No read timeout of its own by default (the upstream answers only when done, so the
+    deadline bounds the call); a given one applies."""
+    default = ProxyApp(ProxyConfig(upstream="http://upstream/v1", timeout=3600))
+    assert default.upstream is not None
+    assert default.upstream.client.timeout.read is None  # type: ignore[union-attr]
+    upstream = _HeldUpstream(until=1)
+    with serve(upstream, "uvicorn") as url:
+        backend = UpstreamBackend(url + "/v1", read_timeout=0.2)
+        call = BackendCall(dialect="responses", params={"model": "m", "input": "x"}, stream=True)
+        try:
+            with pytest.raises(openai.APITimeoutError):
+                await backend(call)
+        finally:
+            upstream.release()
+            await backend.aclose()
+    assert upstream.peak == 1
+
+
 def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:
     with pytest.raises(ValueError, match="max_connections"):
         UpstreamBackend("http://upstream/v1", max_connections=0)

@@ -44,7 +44,7 @@ _HELP = {
     "upstream_api_key": "API key for the upstream (default: $OPENAI_API_KEY)",
     "forward_authorization": "send the client's own Authorization header upstream",
     "connect_timeout": "upstream connect timeout, seconds",
-    "read_timeout": "upstream read timeout, seconds",
+    "read_timeout": "upstream read timeout, seconds (0 or unset: none, --timeout bounds the call)",
     "upstream_retries": "upstream retries (default 0: clients retry themselves)",
     "upstream_max_connections": "cap on concurrent upstream calls (0 or unset: no cap, one per open stream)",
     "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
@@ -85,7 +85,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
             )
             continue
         kind: Any = type(default) if default is not None else str
-        if f.name == "timeout":
+        if f.name in ("timeout", "read_timeout"):
             kind = float
         elif f.name == "upstream_max_connections":
             kind = int
@@ -100,8 +100,9 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
-    if values["timeout"] is not None and values["timeout"] <= 0:
-        values["timeout"] = None
+    for name in ("timeout", "read_timeout"):
+        if values[name] is not None and values[name] <= 0:
+            values[name] = None
     if values["upstream_max_connections"] is not None and values["upstream_max_connections"] <= 0:
         values["upstream_max_connections"] = None
     if values["upstream_api_key"] is None and values["upstream"]:

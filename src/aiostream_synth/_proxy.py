@@ -62,7 +62,10 @@ class ProxyConfig:
     upstream_api_key: str | None = None
     forward_authorization: bool = False
     connect_timeout: float = 10.0
-    read_timeout: float = 900.0
+    #: Upstream read timeout, seconds. None: none of its own, the call is bounded by ``timeout``
+    #: (a non-streaming upstream sends nothing until it is done, so a shorter read timeout
+    #: would silently cut every turn below the deadline).
+    read_timeout: float | None = None
     upstream_retries: int = 0
     #: Cap on concurrent upstream calls; None: no cap (one connection per open stream).
     upstream_max_connections: int | None = None

@@ -3,12 +3,13 @@
 Called through the openai SDK's ``AsyncOpenAI`` at its JSON level (``post(path, body=...)``):
 the body is sent exactly as prepared, so provider extension fields on the non-streaming path
 and parameters newer than the SDK survive. No retries by default — a client's own retries
-must not be multiplied — and long timeouts, since one turn can take minutes.
+must not be multiplied — and no read timeout unless given: a non-streaming upstream sends
+nothing until its answer is complete, so the caller's deadline is what bounds a call.
 
 No cap on concurrent upstream connections by default: every open stream holds one upstream
 call for minutes, so the SDK's own pool of 1000 connections would silently queue the 1001st
 stream behind the others (its keepalives flowing, its call not even sent). ``max_connections``
-sets a deliberate cap; calls beyond it wait for a free connection up to the read timeout.
+sets a deliberate cap; calls beyond it wait for a free connection (as long as a read may take).
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ class UpstreamBackend:
         api_key: str | None = None,
         forward_authorization: bool = False,
         connect_timeout: float = 10.0,
-        read_timeout: float = 900.0,
+        read_timeout: float | None = None,
         max_retries: int = 0,
         max_connections: int | None = None,
         http_client: Any = None,
     ) -> None:
-        """``max_connections`` caps concurrent upstream calls (None: one connection per open
-        stream, no cap); it applies to the client built here, not to a given ``http_client``."""
+        """``max_connections`` applies to the client built here, not to a given
+        ``http_client``."""
         if max_connections is not None and max_connections < 1:
             raise ValueError(f"max_connections must be at least 1 or None, not {max_connections}")
         self.forward_authorization = forward_authorization
