@@ -27,7 +27,7 @@ CORE = [
     "_strict_types",
     "_usage",
 ]
-ENGINE = ["_engine", "_shutdown", "_tick"]
+ENGINE = ["_engine", "_loops", "_shutdown", "_tick"]
 ADAPTERS = ["_asgi"]  # and the public submodule starlette.py
 PROXY = ["_proxy", "_upstream", "_embedded", "_metrics", "_serve"]
 COMMAND_LINE = ["_cli", "__main__"]

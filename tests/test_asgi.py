@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from typing import Any, cast
 
 import anyio
@@ -419,3 +420,77 @@ async def test_lifespan_task_group_hosts_the_backend_calls() -> None:
     assert results[0].status_code == 503
     assert results[0].json()["error"]["message"] == "server shutting down"
     assert slow.cancelled
+
+
+def _scope(path: str = "/v1/responses") -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+
+
+async def test_a_disconnect_while_waiting_cancels_the_backend_and_ends_the_response() -> None:
+    """The native path watches ``receive`` beside the writing: the client leaving mid-wait ends
+    the response and cancels the backend call, with no task left behind."""
+    backend = FakeBackend(delay=3600)
+    app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
+    first_frame, gone = anyio.Event(), anyio.Event()
+    body = json.dumps(RESPONSES_BODY).encode()
+    received: list[str] = []
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> MutableMapping[str, Any]:
+        if not received:
+            received.append("request")
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        received.append("disconnect")
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            first_frame.set()
+
+    with anyio.fail_after(10):  # a watcher that misses the disconnect fails here, not hangs
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app, _scope(), receive, send)
+            await first_frame.wait()
+            gone.set()
+    assert backend.cancelled
+    assert received == ["request", "disconnect"]
+    assert sent[0]["status"] == 200
+    assert all(message.get("more_body") for message in sent[1:])  # never a clean end
+
+
+async def test_a_failing_receive_propagates_as_itself() -> None:
+    """An error from the server's ``receive`` ends the response and reaches the server as the
+    exception itself (not an exception group), on asyncio and trio alike."""
+    backend = FakeBackend(delay=3600)
+    app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
+    body = json.dumps(RESPONSES_BODY).encode()
+    calls = 0
+
+    async def receive() -> MutableMapping[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return {"type": "http.request", "body": body, "more_body": False}
+        raise RuntimeError("the server lost the connection state")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        pass
+
+    with pytest.raises(RuntimeError, match="connection state"):
+        await app(_scope(), receive, send)
+    assert backend.cancelled

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias
 
 import anyio
 import anyio.abc
@@ -50,6 +50,7 @@ __all__ = [
     "ResponsesDialect",
     "StreamOutcome",
     "SynthesizedStream",
+    "raise_collapsed",
 ]
 
 _BACKEND_TASK_NAME = "aiostream_synth backend call"  # given, so no name is built per spawn
@@ -94,6 +95,16 @@ class StreamOutcome:
 
     result: Any = None
     error: BaseException | None = None
+
+
+def raise_collapsed(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise a task group's one-member exception group as that member (starlette's habit),
+    its own cause intact, so callers see the same exception on asyncio and trio; a group of
+    several is re-raised as it is. Used at every public boundary that owns a task group."""
+    if len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        raise inner from inner.__cause__
+    raise group
 
 
 class SynthesizedStream:
@@ -267,12 +278,7 @@ class SynthesizedStream:
         try:
             return await task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                # Collapse at the public boundary (starlette's habit): callers see the
-                # exception itself, its own cause intact, on asyncio and trio alike.
-                inner = group.exceptions[0]
-                raise inner from inner.__cause__
-            raise
+            raise_collapsed(group)
 
     async def _wait_done(self) -> None:
         if self._done_event is None:

@@ -20,29 +20,12 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-try:
-    import sniffio
-except ImportError:  # pragma: no cover - sniffio comes with trio; anyio works without it
-    sniffio = None  # type: ignore[assignment]
+from ._loops import running_asyncio_loop
 
 if TYPE_CHECKING:
     import trio
 
 __all__ = ["TickWait"]
-
-
-def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when the current async library is asyncio (as anyio decides)."""
-    if sniffio is not None:
-        try:
-            if sniffio.current_async_library() != "asyncio":
-                return None
-        except sniffio.AsyncLibraryNotFoundError:
-            return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -56,7 +39,7 @@ class TickWait:
     __slots__ = ("_loop", "_scope", "_timer", "_waiter")
 
     def __init__(self) -> None:
-        self._loop = _running_asyncio_loop()
+        self._loop = running_asyncio_loop()
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._scope: trio.CancelScope | None = None
