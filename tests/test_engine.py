@@ -190,6 +190,26 @@ async def test_failure_after_commit_is_a_terminal_event() -> None:
     assert b"[DONE]" not in b"".join(frames)
 
 
+@pytest.mark.parametrize("committed", [False, True], ids=["before commit", "after commit"])
+async def test_a_message_utf8_cannot_carry_still_ends_cleanly(committed: bool) -> None:
+    """An exception message with a lone surrogate (built from undecodable bytes) still gives
+    the terminal event or the HTTP error, the surrogate replaced, in both dialects."""
+    for dialect in (ResponsesDialect(), ChatDialect()):
+        gate = Gate(error=RuntimeError("bad \udcff byte"))
+        with anyio.fail_after(10):
+            async with SynthesizedStream(gate, dialect, keepalive_interval=INTERVAL) as stream:
+                if committed:
+                    frames = await _collect(stream, gate, after=1)
+                    last = parse(frames[-1])[-1].json()
+                    error = last["response"]["error"] if "response" in last else last["error"]
+                else:
+                    gate.open.set()
+                    with pytest.raises(BackendError) as info:
+                        await _collect(stream)
+                    error = info.value.body["error"]
+        assert error["message"] == "bad \ufffd byte"
+
+
 async def test_deadline_cancels_the_backend_and_fails_the_stream(exact_timing: bool) -> None:
     """The total timeout cancels the backend; after commit it ends with a terminal failure.
     The deadline (2.5 intervals) is not a tick: it adds no keepalive of its own."""

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiostream_synth import (
+    Fidelity,
     InvalidResultError,
     is_responses_lifecycle_chunk,
     synthesize_responses_failure_sse,
@@ -632,3 +633,13 @@ def test_cached_keepalive_matches_the_reference_builder(base: Any, include_creat
         )
         assert [parse(f)[0].json() for f in cached] == [parse(f)[0].json() for f in plain]
         assert [parse(f)[0].event for f in cached] == [parse(f)[0].event for f in plain]
+
+
+@pytest.mark.parametrize("fidelity", ["minimal", "full"])
+def test_failure_frames_refuse_what_json_cannot_carry(fidelity: Fidelity) -> None:
+    """A failure the wire cannot carry is the library's input error, never orjson's TypeError
+    (the engine passes only wire-safe messages, see classify_failure)."""
+    with pytest.raises(InvalidResultError, match="not JSON-serializable"):
+        list(synthesize_responses_failure_sse("bad \ud800", fidelity=fidelity))
+    with pytest.raises(InvalidResultError, match="not JSON-serializable"):
+        list(synthesize_responses_failure_sse("m", fidelity="full", base={"model": object()}))

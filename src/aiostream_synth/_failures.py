@@ -7,7 +7,8 @@
 
 The status is read from ``status_code`` (openai's ``APIStatusError``), ``status``, or
 ``response.status_code`` (httpx's ``HTTPStatusError``). Cancellation is never classified: the
-engine lets it propagate.
+engine lets it propagate. Messages are made safe for the wire (lone surrogates become U+FFFD),
+so a failure always becomes a terminal event.
 """
 
 from __future__ import annotations
@@ -71,6 +72,16 @@ def _error_object(exc: BaseException) -> dict[str, Any]:
     return inner if isinstance(inner, dict) else body
 
 
+def _wire_text(text: str) -> str:
+    """``text`` as JSON on the wire can carry it: lone surrogates (an exception message built
+    from undecodable bytes has them) become U+FFFD instead of failing the terminal event."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
 def _message(exc: BaseException) -> str:
     message = _error_object(exc).get("message")
     if isinstance(message, str) and message:
@@ -96,7 +107,7 @@ def _is_timeout(exc: BaseException) -> bool:
 def classify_failure(exc: BaseException) -> Failure:
     """Map a backend exception to the status, code and message clients should see."""
     status = _status(exc)
-    message = _message(exc)
+    message = _wire_text(_message(exc))
     lowered = message.lower()
     if _upstream_code(exc) == "context_length_exceeded" or any(
         m in lowered for m in _CONTEXT_MARKERS
@@ -107,7 +118,7 @@ def classify_failure(exc: BaseException) -> Failure:
     if status == 429:
         return Failure(429, "rate_limit_exceeded", message)
     if _is_timeout(exc) and status is None:
-        detail = str(exc) or "no answer within the deadline"
+        detail = _wire_text(str(exc)) or "no answer within the deadline"
         return Failure(504, "server_error", f"backend timed out: {detail}")
     if status is None and "Connection" in type(exc).__name__:
         return Failure(502, "server_error", f"backend unreachable: {message}")

@@ -26,6 +26,7 @@ delta events must name their item.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -396,22 +397,34 @@ def responses_failure_frames(
     if fidelity == "minimal":
         failed = {"id": rid, "object": "response", "status": "failed", "output": [], "error": error}
         events = _Events(sequence_start)
-        if include_created:
-            events.emit(
-                {"type": "response.created", "response": {**failed, "status": "in_progress"}}
-            )
-        events.emit({"type": "response.failed", "response": failed})
+        with _unserializable_is_invalid():
+            if include_created:
+                events.emit(
+                    {"type": "response.created", "response": {**failed, "status": "in_progress"}}
+                )
+            events.emit({"type": "response.failed", "response": failed})
         return events.frames
     env = skeleton({**(base or {}), "id": rid})
     events = _Events(0 if sequence_start is None else sequence_start)
-    if include_created:
-        events.emit({"type": "response.created", "response": env})
-        events.emit({"type": "response.in_progress", "response": env})
-    events.emit({"type": "error", "code": error["code"], "message": message, "param": None})
-    events.emit(
-        {"type": "response.failed", "response": {**env, "status": "failed", "error": error}}
-    )
+    with _unserializable_is_invalid():
+        if include_created:
+            events.emit({"type": "response.created", "response": env})
+            events.emit({"type": "response.in_progress", "response": env})
+        events.emit({"type": "error", "code": error["code"], "message": message, "param": None})
+        events.emit(
+            {"type": "response.failed", "response": {**env, "status": "failed", "error": error}}
+        )
     return events.frames
+
+
+@contextlib.contextmanager
+def _unserializable_is_invalid() -> Iterator[None]:
+    """orjson's refusal (a lone surrogate in the message, an object in ``base``) as the
+    library's input error."""
+    try:
+        yield
+    except orjson.JSONEncodeError as exc:
+        raise InvalidResultError(_WHAT, (), f"not JSON-serializable ({exc})") from None
 
 
 def _envelope(response_id: str, base: dict[str, Any] | None) -> dict[str, Any]:
