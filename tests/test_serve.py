@@ -128,9 +128,11 @@ def test_options_come_from_the_environment() -> None:
         del os.environ["AIOSTREAM_SYNTH_API_KEY"]
 
 
-def test_serve_in_front_of_a_real_non_streaming_upstream() -> None:
-    """``serve --upstream`` over loopback: both dialects stream from a non-streaming upstream;
-    upstream errors keep their status before commit and become terminal events after it."""
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_serve_in_front_of_a_real_non_streaming_upstream(loop: str) -> None:
+    """``serve --upstream`` over loopback, on either loop: both dialects stream from a
+    non-streaming upstream; upstream errors keep their status before commit and become
+    terminal events after it."""
     from .fake_upstream import FakeUpstream
     from .servers import serve as serve_app
 
@@ -138,7 +140,14 @@ def test_serve_in_front_of_a_real_non_streaming_upstream() -> None:
     with (
         serve_app(fake, "uvicorn") as upstream,
         serve(
-            "--upstream", f"{upstream}/v1", "--keepalive-s", "0.2", "--upstream-api-key", "up-key"
+            "--upstream",
+            f"{upstream}/v1",
+            "--keepalive-s",
+            "0.2",
+            "--upstream-api-key",
+            "up-key",
+            "--loop",
+            loop,
         ) as (_, url),
         httpx.Client(timeout=30) as client,
     ):
