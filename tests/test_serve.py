@@ -297,3 +297,26 @@ def test_every_server_listens_with_a_deep_accept_queue(
     monkeypatch.setattr(_serve, "_freeze_startup_heap", lambda: None)
     _serve._serve_one(ProxyConfig(server=server, loop=loop))
     assert backlogs == [4096]
+
+
+def test_serve_lifts_and_reports_the_open_files_limit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Thousands of streams need thousands of sockets: ``run`` lifts the soft limit to the hard
+    one and, in front of an upstream (two sockets per stream), says how many streams fit."""
+    import logging
+    import resource
+
+    from aiostream_synth import _serve
+    from aiostream_synth._proxy import ProxyConfig
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    monkeypatch.setattr(_serve, "_serve_one", lambda config: None)
+    try:
+        with caplog.at_level(logging.INFO, logger="aiostream_synth.proxy"):
+            _serve.run(ProxyConfig(upstream="http://upstream/v1"))
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if hard != resource.RLIM_INFINITY:
+        assert f"open-files limit {hard}: room for about {hard // 2} streams" in caplog.text

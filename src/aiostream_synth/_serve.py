@@ -142,18 +142,28 @@ def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
         _uvicorn(app, config, sock)
 
 
-def _raise_open_files_limit() -> None:
-    """Thousands of open streams need thousands of sockets: lift the soft limit to the hard one."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
+def _raise_open_files_limit() -> int | None:
+    """Thousands of open streams need thousands of sockets: lift the soft limit to the hard one.
 
-        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    Returns the limit now in force (None where there is none, or it cannot be read).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
-    _raise_open_files_limit()
+    limit = _raise_open_files_limit()
+    if limit is not None and config.upstream:
+        # Two sockets per stream: its client's and its upstream call's.
+        LOG.info("open-files limit %d: room for about %d streams", limit, limit // 2)
     if config.workers <= 1:
         _serve_one(config)
         return
