@@ -225,12 +225,15 @@ async def send_json(send: Send, status: int, body: bytes | dict[str, Any]) -> No
 
 
 async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` when the client disconnects (or when ``receive`` fails)."""
+    """Cancel ``scope`` when the client disconnects, or when ``receive`` fails (not when this
+    watcher is cancelled itself: the response is over then, and a cancel costs a task repr)."""
     try:
         while (await receive())["type"] != "http.disconnect":
             pass
-    finally:
+    except Exception:
         scope.cancel()
+        raise
+    scope.cancel()
 
 
 async def stream_to_asgi(
