@@ -45,7 +45,7 @@ from ._engine import (
     raise_collapsed,
 )
 from ._errors import BackendError, InvalidResultError, RequestError
-from ._failures import classify_failure
+from ._failures import Failure, classify_failure
 from ._json import dumps
 from ._loops import running_asyncio_loop
 from ._requests import DEFAULT_MAX_BODY_BYTES, PreparedRequest, SanitizeOptions, prepare_request
@@ -177,19 +177,12 @@ async def run_backend_once(
         with anyio.fail_after(settings.timeout):
             result = await backend(BackendCall(prepared.dialect, prepared.params, False, headers))
         return 200, dumps(as_json_dict(result, InvalidResultError, "backend result"))
-    except InvalidResultError as exc:
-        return 502, dumps(
-            {
-                "error": {
-                    "message": str(exc),
-                    "type": "server_error",
-                    "param": None,
-                    "code": "server_error",
-                }
-            }
-        )
     except Exception as exc:  # any backend failure becomes an HTTP error
-        failure = classify_failure(exc)
+        failure = (
+            Failure(502, "server_error", str(exc))
+            if isinstance(exc, InvalidResultError)
+            else classify_failure(exc)
+        )
         return failure.status_code, dumps(failure.body())
 
 

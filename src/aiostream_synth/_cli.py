@@ -28,6 +28,12 @@ _BOOL_FIELDS = (
     "drop_hosted_tools",
     "hoist_carrier_custom_tools",
 )
+#: Options that may be None: their number type, and 0 (or less) on the command line means None.
+_OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
+    "timeout": float,
+    "read_timeout": float,
+    "upstream_max_connections": int,
+}
 _CHOICES: dict[str, list[str]] = {
     "responses_events": ["full", "minimal"],
     "responses_keepalive": ["events", "comment"],
@@ -84,11 +90,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
                 flag, action=argparse.BooleanOptionalAction, default=value, help=help_text
             )
             continue
-        kind: Any = type(default) if default is not None else str
-        if f.name in ("timeout", "read_timeout"):
-            kind = float
-        elif f.name == "upstream_max_connections":
-            kind = int
+        kind: Any = _OPTIONAL_NUMBERS.get(f.name) or (type(default) if default is not None else str)
         parser.add_argument(
             flag,
             type=kind,
@@ -100,11 +102,9 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
-    for name in ("timeout", "read_timeout"):
+    for name in _OPTIONAL_NUMBERS:
         if values[name] is not None and values[name] <= 0:
             values[name] = None
-    if values["upstream_max_connections"] is not None and values["upstream_max_connections"] <= 0:
-        values["upstream_max_connections"] = None
     if values["upstream_api_key"] is None and values["upstream"]:
         values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
     return ProxyConfig(**values)

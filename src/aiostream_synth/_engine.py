@@ -430,13 +430,11 @@ class SynthesizedStream:
     def _result_frames(self) -> list[bytes]:
         dialect = self._dialect
         if isinstance(dialect, ChatDialect):
-            return list(
-                chat_frames(
-                    self._result,
-                    dialect.include_usage,
-                    emit_reasoning_alias=dialect.emit_reasoning_alias,
-                    include_logprobs=dialect.include_logprobs,
-                )
+            return chat_frames(
+                self._result,
+                dialect.include_usage,
+                emit_reasoning_alias=dialect.emit_reasoning_alias,
+                include_logprobs=dialect.include_logprobs,
             )
         full = dialect.fidelity == "full"
         return responses_frames(

@@ -1,4 +1,4 @@
-"""Which event loop runs the current task: the engine's hot paths use asyncio natively.
+"""Which event loop runs the current task: the per-stream hot paths use asyncio natively.
 
 anyio's portable primitives (cancel scopes, task groups, ``sleep``) cost memory and CPU per
 waiting stream; where a stream spends its whole life in one wait, asyncio gets a bare future or

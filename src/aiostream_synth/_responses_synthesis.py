@@ -70,7 +70,7 @@ def new_response_id() -> str:
 class _Events:
     """Collects framed events, numbering them when ``seq`` is not None.
 
-    Payloads go to bare ``orjson.dumps``; :func:`responses_frames` maps its error to a path.
+    Payloads go to bare ``orjson.dumps``; its callers map its error to the library's own.
     """
 
     __slots__ = ("frames", "seq")
@@ -84,43 +84,10 @@ class _Events:
         if seq is not None:
             payload["sequence_number"] = seq
             self.seq = seq + 1
-        kind = payload["type"]
-        prefix = _PREFIXES.get(kind) or event_prefix(kind)
         # One join: a long event is copied once, not once per concatenation.
-        self.frames.append(b"".join((prefix, orjson.dumps(payload), b"\n\n")))
-
-
-# The ``event:`` lines of every event type the emitter names, looked up without a call.
-_PREFIXES = {
-    kind: event_prefix(kind)
-    for kind in (
-        "response.created",
-        "response.in_progress",
-        "response.completed",
-        "response.incomplete",
-        "response.failed",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.content_part.added",
-        "response.content_part.done",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.output_text.annotation.added",
-        "response.refusal.delta",
-        "response.refusal.done",
-        "response.reasoning_summary_part.added",
-        "response.reasoning_summary_part.done",
-        "response.reasoning_summary_text.delta",
-        "response.reasoning_summary_text.done",
-        "response.reasoning_text.delta",
-        "response.reasoning_text.done",
-        "response.function_call_arguments.delta",
-        "response.function_call_arguments.done",
-        "response.custom_tool_call_input.delta",
-        "response.custom_tool_call_input.done",
-        "error",
-    )
-}
+        self.frames.append(
+            b"".join((event_prefix(payload["type"]), orjson.dumps(payload), b"\n\n"))
+        )
 
 
 def _chunks(text: str, size: int | None) -> list[str]:

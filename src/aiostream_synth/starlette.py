@@ -55,6 +55,7 @@ from ._asgi import (
 from ._dispatch import Dialect
 from ._engine import SynthesizedStream
 from ._errors import BackendError, RequestError
+from ._json import dumps
 from ._shutdown import ShutdownSignal
 
 __all__ = [
@@ -126,8 +127,6 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
 
 
 def _json(status: int, body: dict[str, Any]) -> Response:
-    from ._json import dumps
-
     return Response(dumps(body), status_code=status, media_type="application/json")
 
 
