@@ -159,3 +159,94 @@ def codex_request(target_bytes: int | None = None) -> dict[str, Any]:
             )
             k += 1
     return body
+
+
+REPLAY_FIXTURE = FIXTURE.with_name("codex-0.171.0-request-multi-turn-replay.json")
+
+
+def _schema(k: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "limit": {"type": "integer"},
+            f"opt_{k}": {"type": "boolean"},
+        },
+        "required": ["path"],
+    }
+
+
+def codex_replay_request(
+    target_bytes: int = 66_000, items: int = 50, tools: int = 30
+) -> dict[str, Any]:
+    """A multi-turn Codex-style request as real clients replay history: the real 0.171.0
+    three-turn capture grown to ``items`` input items and ``tools`` tool entries (namespaces
+    included), with assistant replays without ``status``/``id``, reasoning with
+    ``"content": null`` (some without ``id``), function tools without ``strict``, padded with
+    tool output to about ``target_bytes``. Nothing in it should be dropped."""
+    body: dict[str, Any] = json.loads(REPLAY_FIXTURE.read_text())["body"]
+    extra_tools: list[dict[str, Any]] = [
+        {
+            "type": "function",
+            "name": f"tool_{k}",
+            "description": _text(40),
+            "parameters": _schema(k),
+        }
+        for k in range(tools - len(body["tools"]) - 1)
+    ]
+    extra_tools.append(
+        {
+            "type": "namespace",
+            "name": "mcp__files",
+            "description": "file tools",
+            "tools": [
+                {"type": "function", "name": "read", "parameters": _schema(0)},
+                {"type": "function", "name": "write", "parameters": _schema(1), "strict": False},
+            ],
+        }
+    )
+    body["tools"] = [*body["tools"], *extra_tools]
+    turn = 0
+    input_items: list[dict[str, Any]] = body["input"]
+    while len(input_items) < items:
+        k = turn
+        reasoning: dict[str, Any] = {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": _text(30)}],
+            "content": None,
+            "encrypted_content": None,
+        }
+        if k % 2:
+            reasoning["id"] = f"rs_{k:032x}"
+        input_items += [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"Step {k}: {_text(20)}"}],
+            },
+            reasoning,
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "call_id": f"call_r{k}",
+                "arguments": json.dumps({"cmd": f"cat src/m{k}.py"}),
+            },
+            {"type": "function_call_output", "call_id": f"call_r{k}", "output": _text(120)},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": _text(25)}],
+            },
+        ]
+        turn += 1
+    del input_items[items:]
+    pad = 0
+    while len(json.dumps(body)) < target_bytes:
+        output = next(
+            i
+            for i in input_items[pad % len(input_items) :] + input_items
+            if i.get("type") == "function_call_output"
+        )
+        output["output"] += " " + _text(200)
+        pad += 1
+    return body

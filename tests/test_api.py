@@ -19,13 +19,17 @@ CORE = [
     "_json",
     "_namespaces",
     "_params",
+    "_params_view",
     "_pruning",
+    "_removals",
+    "_replay",
     "_requests",
     "_responses_sanitize",
     "_responses_synthesis",
     "_sse",
     "_strict_types",
     "_usage",
+    "_validation",
 ]
 ENGINE = ["_engine", "_loops", "_shutdown", "_tick"]
 ADAPTERS = ["_asgi"]  # and the public submodule starlette.py

@@ -258,9 +258,11 @@ async def test_failure_after_commit_is_a_terminal_event(make_app: Any) -> None:
         ),
         (
             "/v1/chat/completions",
-            json.dumps({"messages": [{"role": "user"}], "model": "m", "stream": True}).encode(),
+            json.dumps(
+                {"messages": [{"role": "user", "content": 5}], "model": "m", "stream": True}
+            ).encode(),
             400,
-            "messages.0.content",
+            "messages[0].content",
         ),
         (
             "/v1/chat/completions",

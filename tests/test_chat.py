@@ -68,7 +68,7 @@ def test_sanitize_drops_stream_fields_and_reports_usage() -> None:
 
 
 def test_sanitize_drops_unknown_keys_and_keeps_known_ones(caplog: pytest.LogCaptureFixture) -> None:
-    """Harness bookkeeping is removed with one DEBUG record; known values are not inspected."""
+    """Harness bookkeeping is removed, named in one WARNING record; known values are not inspected."""
     caplog.set_level(logging.DEBUG, "aiostream_synth")
     cleaned, usage = sanitize_streaming_chat_body(
         {
@@ -81,9 +81,28 @@ def test_sanitize_drops_unknown_keys_and_keeps_known_ones(caplog: pytest.LogCapt
     )
     assert cleaned == {"messages": [], "temperature": "hot"}
     assert usage is False
-    records = [r for r in caplog.records if "dropped chat request fields" in r.getMessage()]
-    assert len(records) == 1
-    assert "['client_bookkeeping', 'zz']" in records[0].getMessage()
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == (
+        "chat request: removed client_bookkeeping (not a request parameter), "
+        "zz (not a request parameter)"
+    )
+
+
+def test_sanitize_drops_tools_of_unknown_type_and_reports_them() -> None:
+    """A chat tool whose type the SDK does not know is dropped and reported; a function tool
+    without strict (how SDKs write it) is kept (decision P10)."""
+    from aiostream_synth._removals import Removals
+
+    removals = Removals()
+    fn = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    cleaned, _ = sanitize_streaming_chat_body(
+        {"messages": [], "tools": [{"type": "web_search_2030"}, fn]}, removals=removals
+    )
+    assert cleaned["tools"] == [fn]
+    assert [(r.path, r.reason) for r in removals] == [
+        ("tools[0]", "unknown tool type 'web_search_2030'")
+    ]
 
 
 def test_sanitize_logs_nothing_when_nothing_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
@@ -236,12 +255,15 @@ def test_chunk_keys_are_in_reference_order_with_fingerprint_and_usage_last() -> 
     ]
 
 
-def test_missing_id_created_model_become_null() -> None:
-    """.get semantics: missing keys give JSON null, never KeyError (B-C15)."""
+def test_missing_id_created_model_are_filled() -> None:
+    """Missing keys never raise (B-C15); because every chunk must validate as the SDK's
+    ChatCompletionChunk (P10), a missing id, created or model becomes a generated id, the
+    current time and "", the same in every chunk."""
     chunks = _chunks({"choices": [{"message": {"content": "x"}}]})
-    assert chunks[0]["id"] is None
-    assert chunks[0]["created"] is None
-    assert chunks[0]["model"] is None
+    assert chunks[0]["id"].startswith("chatcmpl-")
+    assert isinstance(chunks[0]["created"], int)
+    assert chunks[0]["model"] == ""
+    assert len({(c["id"], c["created"], c["model"]) for c in chunks}) == 1
 
 
 def test_completion_keys_are_not_copied_implicitly() -> None:

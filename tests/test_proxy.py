@@ -191,7 +191,10 @@ async def test_reasoning_incomplete_and_usage_null_directives() -> None:
         ]
         assert events[-1]["type"] == "response.incomplete"
         assert events[-1]["response"]["output"][0]["type"] == "reasoning"
-        assert events[-1]["response"]["usage"]["input_tokens_details"] == {"cached_tokens": 0}
+        assert events[-1]["response"]["usage"]["input_tokens_details"] == {
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+        }
         chunks = [
             e.json()
             for e in parse(

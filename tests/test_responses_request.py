@@ -1,4 +1,5 @@
-"""Responses request side: sanitize (B-R12..B-R28), validate with pruning (B-R29..B-R32), dispatch."""
+"""Responses request side: sanitize (B-R12..B-R28 as decision P10 amends them), validate with
+pruning (B-R29..B-R32), dispatch."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from aiostream_synth import (
     wants_stream,
 )
 from aiostream_synth._pruning import delete_path
+from aiostream_synth._removals import Removals
 
 # Real Codex CLI 0.171.0 captures (personal paths replaced), copied from shared/fixtures.
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
@@ -82,21 +84,26 @@ def test_replayed_namespaced_call_is_flattened_and_restored() -> None:
 def test_user_messages_keep_their_text_when_ids_are_pruned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Codex messages carry an id the SDK's input-message types lack: it is pruned, the message kept."""
+    """Codex messages carry an id the SDK's input-message types lack: it is pruned, the message
+    kept, and the removal reported without a WARNING (Codex sends one on every item)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
-    cleaned = _sanitize(_fixture("text-turn"))
-    users = [i for i in cleaned["input"] if i.get("role") == "user"]
+    removals = Removals()
+    cleaned, _ = sanitize_streaming_responses_body(_fixture("text-turn"), removals=removals)
+    params = validate_streaming_responses_params(cleaned, removals=removals)
+    users = [i for i in params.model_dump(exclude_unset=True)["input"] if i.get("role") == "user"]
     assert len(users) == 2
     assert all("id" not in u for u in users)
     assert "Do it SCENARIO:ns_tool" in json.dumps(users)
-    assert any("input.2.id" in r.getMessage() for r in caplog.records)
+    assert "input[2].id" in removals.paths
+    assert not removals.notable
+    assert not caplog.records
 
 
 # -- sanitize ---------------------------------------------------------------------------------------
 
 
 def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFixture) -> None:
-    """stream/stream_options always go; unknown top-level keys too, in one DEBUG record (B-R19, B-R26)."""
+    """stream/stream_options always go; client bookkeeping too, in one DEBUG record (B-R19, B-R26)."""
     caplog.set_level(logging.DEBUG, "aiostream_synth")
     cleaned = _sanitize(
         {
@@ -109,7 +116,9 @@ def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFix
         }
     )
     assert cleaned == {"input": "hi", "store": False, "prompt_cache_key": "k"}
-    assert any("['client_metadata']" in r.getMessage() for r in caplog.records)
+    (record,) = caplog.records
+    assert record.levelno == logging.DEBUG
+    assert "client_metadata" in record.getMessage()
 
 
 def test_tools_none_becomes_empty_and_absent_stays_absent() -> None:
@@ -119,34 +128,49 @@ def test_tools_none_becomes_empty_and_absent_stays_absent() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tool", "valid"),
+    ("tool", "outcome"),
     [
-        ({"type": "definitely_not_a_tool"}, False),
-        ({"type": "function", "name": "f", "parameters": {}}, False),
-        ({"type": "function", "name": "f", "strict": True}, False),
-        ({"type": "custom", "name": "c", "format": {}}, False),
-        ({"type": "custom", "name": "c"}, True),
-        ({"type": "web_search"}, True),
-        (FN, True),
-        ("a string", False),
+        ({"type": "definitely_not_a_tool"}, "dropped"),
+        (
+            {"type": "function", "name": "f", "parameters": {}},
+            "kept",
+        ),  # no strict: as SDKs write it
+        ({"type": "function", "name": "f", "strict": True}, "kept"),  # no parameters
+        ({"type": "function", "name": "f"}, "kept"),
+        ({"type": "custom", "name": "c"}, "kept"),
+        ({"type": "web_search"}, "kept"),
+        (FN, "kept"),
+        ({"type": "custom", "name": "c", "format": {}}, "400"),  # a format without a type
+        ({"type": "function", "name": 5}, "400"),
+        ("a string", "400"),
     ],
 )
-def test_invalid_tools_are_dropped_with_one_warning(
-    tool: Any, valid: bool, caplog: pytest.LogCaptureFixture
+def test_tools_are_kept_unless_their_type_is_unknown(
+    tool: Any, outcome: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Tool specs are validated one by one; an invalid one is dropped with a WARNING naming it (B-R12, D20)."""
+    """Decision P10: a missing key never removes a tool; an unknown type is dropped with one
+    WARNING naming it; a wrong present value is a validation error (a 400), never a drop."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     tools = _sanitize({"input": "x", "tools": [tool]})["tools"]
-    assert (tools == [tool]) is valid
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == (0 if valid else 1)
-    if not valid:
-        described = tool.get("type") if isinstance(tool, dict) else "str"
-        assert str(described) in warnings[0].getMessage()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if outcome == "dropped":
+        assert tools == []
+        (warning,) = warnings
+        assert "tools[0]" in warning
+        assert "definitely_not_a_tool" in warning
+        return
+    assert tools == [tool]
+    assert warnings == []
+    if outcome == "kept":
+        assert validate_streaming_responses_params({"input": "x", "tools": tools}).tools == [tool]
+    else:
+        with pytest.raises(ValidationError):
+            validate_streaming_responses_params({"input": "x", "tools": tools})
 
 
 def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
-    """drop_custom_tools drops custom; drop_hosted_tools drops all but function/custom, each logged (B-R13, B-R14)."""
+    """drop_custom_tools drops custom; drop_hosted_tools drops all but function/custom; one
+    WARNING per call names what went and why (B-R13, B-R14)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     tools = [FN, {"type": "custom", "name": "c"}, {"type": "web_search"}]
     assert _sanitize({"input": "x", "tools": tools})["tools"] == tools
@@ -154,29 +178,30 @@ def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
         FN,
         {"type": "web_search"},
     ]
-    assert any("custom tools are dropped" in r.getMessage() for r in caplog.records)
+    (record,) = caplog.records
+    assert "tools[1] (custom tool, dropped by configuration" in record.getMessage()
     caplog.clear()
     assert _sanitize({"input": "x", "tools": tools}, drop_hosted_tools=True)["tools"] == tools[:2]
-    assert len(caplog.records) == 1
-    assert "hosted tool" in caplog.records[0].getMessage()
+    (record,) = caplog.records
+    assert "tools[2] (hosted tool 'web_search'" in record.getMessage()
 
 
 def test_unknown_keys_in_a_tool_are_pruned_not_the_tool(caplog: pytest.LogCaptureFixture) -> None:
     """A tool flag newer than the SDK is pruned (one WARNING with its path) and the tool kept."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
-    tools = _sanitize({"input": "x", "tools": [FN, {"type": "web_search", "future_flag": True}]})[
-        "tools"
-    ]
+    cleaned = _sanitize({"input": "x", "tools": [FN, {"type": "web_search", "future_flag": True}]})
+    tools = validate_streaming_responses_params(cleaned).model_dump(exclude_unset=True)["tools"]
     assert tools == [FN, {"type": "web_search"}]
     assert [r.getMessage() for r in caplog.records] == [
-        "pruned field tools.1.future_flag: not in the params model"
+        "responses request: removed tools[1].future_flag (unknown key)"
     ]
 
 
 def test_input_items_are_rewritten_validated_and_carriers_lifted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Namespaced calls flattened; unknown item types dropped; carrier tools hoisted (B-R21, B-R22)."""
+    """Namespaced calls flattened; unknown item types dropped and reported; carrier tools hoisted
+    (B-R21, B-R22)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
         "input": [
@@ -222,9 +247,11 @@ def test_input_items_are_rewritten_validated_and_carriers_lifted(
     assert cleaned["input"][2]["name"] == "ns__h"
     assert [t["name"] for t in cleaned["tools"]] == ["f", "ns__g"]
     assert ns_map == {"ns__g": ("ns", "g")}
-    messages = [r.getMessage() for r in caplog.records]
-    assert any("definitely_not_a_responses_item_type" in m for m in messages)
-    assert any("['exec', 'web_search']" in m and "function calls" in m for m in messages)
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "input[4] (unknown input item type 'definitely_not_a_responses_item_type')" in message
+    assert "input[0].tools[1] (additional_tools entry type='custom' name='exec'" in message
+    assert "input[0].tools[2] (additional_tools entry type='web_search'" in message
 
 
 def test_carrier_custom_tools_hoisted_on_request_unless_dropped() -> None:
@@ -266,14 +293,14 @@ def test_leading_system_messages_become_instructions() -> None:
                     "role": "system",
                     "content": [
                         {"type": "input_text", "text": "<permissions>"},
-                        {"type": "input_image", "image_url": "x", "detail": "auto"},
+                        {"type": "input_text", "text": "</permissions>"},
                     ],
                 },
                 {"role": "user", "content": "go"},
             ]
         }
     )
-    assert cleaned["instructions"] == "You are Codex.\n\n<permissions>"
+    assert cleaned["instructions"] == "You are Codex.\n\n<permissions></permissions>"
     assert cleaned["input"] == [{"role": "user", "content": "go"}]
     cleaned = _sanitize(
         {
@@ -294,6 +321,23 @@ def test_system_messages_after_user_are_not_hoisted() -> None:
     assert cleaned["input"] == [{"role": "user", "content": "go"}]
     assert _sanitize({"input": "just text"})["input"] == "just text"
     assert "input" not in _sanitize({"model": "m"})
+
+
+def test_a_system_message_with_an_image_stays_in_the_input() -> None:
+    """Hoisting keeps text only, so a message with an image (or a malformed part) ends the
+    hoisted run instead of losing its image (decision P10)."""
+    image = {
+        "role": "system",
+        "content": [
+            {"type": "input_text", "text": "look"},
+            {"type": "input_image", "image_url": "x", "detail": "auto"},
+        ],
+    }
+    cleaned = _sanitize({"input": [_dev("first"), image, _dev("after")]})
+    assert cleaned["instructions"] == "first"
+    assert cleaned["input"] == [image, _dev("after")]
+    cleaned = _sanitize({"input": [_dev([{"type": "input_text", "text": 5}])]})
+    assert "instructions" not in cleaned
 
 
 def test_developer_after_a_leading_carrier_counts_as_leading() -> None:
@@ -364,7 +408,8 @@ def test_sanitize_never_raises_on_json_inside_a_dict(
 
 
 def test_nested_unknown_keys_are_pruned_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    """The B-R32 example: reasoning.not_a_real_field pruned, effort kept; input untouched (B-R30)."""
+    """The B-R32 example: reasoning.not_a_real_field pruned, effort kept, one WARNING naming
+    both removals; input untouched (B-R30)."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
         "input": [],
@@ -375,15 +420,16 @@ def test_nested_unknown_keys_are_pruned_with_a_warning(caplog: pytest.LogCapture
     params = validate_streaming_responses_params(body)
     assert params.model_dump(exclude_unset=True) == {"input": [], "reasoning": {"effort": "medium"}}
     assert body == before
-    assert sorted(r.getMessage() for r in caplog.records) == [
-        "pruned field reasoning.not_a_real_field: not in the params model",
-        "pruned field unknown_top: not in the params model",
-    ]
+    (record,) = caplog.records
+    assert record.getMessage().startswith("responses request: removed ")
+    assert "reasoning.not_a_real_field (unknown key)" in record.getMessage()
+    assert "unknown_top (unknown key)" in record.getMessage()
 
 
 def test_unknown_keys_inside_union_members_are_pruned(caplog: pytest.LogCaptureFixture) -> None:
     """Keys the SDK does not know inside a tool spec and an input item (union arms) are pruned."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
+    removals = Removals()
     body = {
         "input": [
             {"type": "message", "role": "user", "content": "hi", "id": "msg_1", "client_flag": 1},
@@ -391,7 +437,8 @@ def test_unknown_keys_inside_union_members_are_pruned(caplog: pytest.LogCaptureF
         ],
         "tools": [FN, {"type": "web_search", "future_web_option": True}],
     }
-    dumped = validate_streaming_responses_params(body).model_dump(exclude_unset=True)
+    params = validate_streaming_responses_params(body, removals=removals)
+    dumped = params.model_dump(exclude_unset=True)
     assert dumped["tools"] == [FN, {"type": "web_search"}]
     assert dumped["input"][0] == {"type": "message", "role": "user", "content": "hi"}
     assert dumped["input"][1] == {
@@ -400,21 +447,20 @@ def test_unknown_keys_inside_union_members_are_pruned(caplog: pytest.LogCaptureF
         "name": "f",
         "arguments": "{}",
     }
-    messages = " ".join(r.getMessage() for r in caplog.records)
-    for path in (
-        "tools.1.future_web_option",
-        "input.0.client_flag",
-        "input.0.id",
-        "input.1.future",
-    ):
-        assert path in messages
+    assert sorted(removals.paths) == [
+        "input[0].client_flag",
+        "input[0].id",
+        "input[1].future",
+        "tools[1].future_web_option",
+    ]
+    assert [r.path for r in removals if r.benign] == ["input[0].id"]
 
 
 def test_a_function_tools_own_fields_are_never_pruned_by_other_arms() -> None:
     """Pruning picks the arm the spec belongs to: a bad function tool keeps its name and fails."""
     with pytest.raises(ValidationError) as info:
         validate_streaming_responses_params(
-            {"input": "x", "tools": [{"type": "function", "name": "f", "strict": True}]}
+            {"input": "x", "tools": [{"type": "function", "name": "f", "parameters": 5}]}
         )
     assert any(e["loc"][-1] == "parameters" for e in info.value.errors())
 
@@ -426,6 +472,18 @@ def test_real_errors_are_raised_unchanged() -> None:
     assert info.value.errors()[0]["loc"] == ("temperature",)
     with pytest.raises(ValidationError):
         validate_streaming_responses_params({"input": "x", "tools": "no"})
+
+
+def test_input_is_required_unless_the_caller_forwards_without_it() -> None:
+    """Like the reference, a body without input is refused ("input: Field required"); a proxy
+    passes require_input=False and forwards it for the upstream to answer."""
+    with pytest.raises(ValidationError) as info:
+        validate_streaming_responses_params({"model": "m"})
+    assert [(e["loc"], e["type"]) for e in info.value.errors()] == [(("input",), "missing")]
+    params = validate_streaming_responses_params(
+        {"model": "m", "previous_response_id": "resp_1"}, require_input=False
+    )
+    assert params.model_dump(exclude_unset=True) == {"model": "m", "previous_response_id": "resp_1"}
 
 
 def test_validation_succeeds_on_every_sanitized_example() -> None:
@@ -492,10 +550,43 @@ def test_wants_stream_per_dialect(body: Any, dialect: Any, expected: bool) -> No
         ({"stream": True, "input": "x", "temperature": "hot"}, "temperature"),
         ({"stream": True, "input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
         ({"stream": True, "input": "x", "tool_choice": 5}, "tool_choice"),
+        (
+            {"stream": True, "input": "x", "tools": [{"type": "function", "name": 5}]},
+            "tools[0].name",
+        ),
+        (
+            {
+                "stream": True,
+                "input": [
+                    {"role": "developer", "content": "hoisted"},
+                    {"role": "user", "content": [{"type": "input_text", "text": 7}]},
+                ],
+            },
+            "input[1].content[0].text",
+        ),
+        (
+            {
+                "stream": True,
+                "input": "x",
+                "tools": [
+                    {
+                        "type": "namespace",
+                        "name": "ns",
+                        "description": "",
+                        "tools": [{"name": "a"}],
+                    },
+                    {"type": "web_search_2031"},
+                    {"type": "function", "name": "f", "parameters": []},
+                ],
+            },
+            "tools[2].parameters",
+        ),
     ],
 )
 def test_request_errors_name_the_parameter_path(body: dict[str, Any], param: str) -> None:
-    """400s name the parameter by its literal path, union-arm labels left out."""
+    """400s name the parameter by its path in the client's own body, OpenAI style
+    (``tools[0].name``): union-arm labels left out, indices before namespaces were flattened,
+    leading messages hoisted or members dropped."""
     from aiostream_synth import RequestError, prepare_request
 
     with pytest.raises(RequestError) as info:

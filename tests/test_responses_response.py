@@ -34,17 +34,25 @@ MSG = {
 USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 WIRE_USAGE = {
     **USAGE,
-    "input_tokens_details": {"cached_tokens": 0},
+    "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
     "output_tokens_details": {"reasoning_tokens": 0},
 }
+#: The fields the SDK's Response requires that a bare result may lack, as the library fills them.
+DEFAULTS = {"model": "", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
 
 
 def _resp(**kw: Any) -> dict[str, Any]:
+    """A complete Responses result (every field the SDK's Response requires)."""
     return {
         "id": "resp_1",
         "object": "response",
+        "created_at": 1,
+        "model": "m",
         "status": "completed",
         "output": [MSG],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
         "usage": USAGE,
         **kw,
     }
@@ -64,7 +72,8 @@ def _events(blocks: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
-    """B-R36..B-R38 and P5: missing/null details become 0; present nulls become 0; input untouched."""
+    """B-R36..B-R38, P5 and P10: every counter the SDK's usage model requires is present and an
+    integer (cache_write_tokens included); present nulls become 0; input untouched."""
     assert wire_responses_usage(None) is None
     assert wire_responses_usage("x") == "x"
     usage = {
@@ -77,38 +86,93 @@ def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
     assert wire_responses_usage(usage) == {
         "input_tokens": 1,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0, "other": 5},
+        "output_tokens": 0,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 2,
     }
     assert usage == before
     assert wire_responses_usage({"input_tokens_details": {"cached_tokens": 3}})[
         "input_tokens_details"
-    ] == {"cached_tokens": 3}
-    assert "cache_write_tokens" not in wire_responses_usage({})["input_tokens_details"]
+    ] == {"cached_tokens": 3, "cache_write_tokens": 0}
+    assert wire_responses_usage({"input_tokens": 4, "output_tokens": 5}) == {
+        "input_tokens": 4,
+        "output_tokens": 5,
+        "total_tokens": 9,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    complete = {**WIRE_USAGE}
+    assert wire_responses_usage(complete) is complete
+
+
+def test_wire_usage_counters_come_from_the_installed_sdk() -> None:
+    """The required counters are read from the SDK's ResponseUsage, not a hand list: whatever
+    it requires is filled, and the result validates against it."""
+    from openai.types.responses import ResponseUsage
+
+    from aiostream_synth._usage import required_counters
+
+    tree = required_counters(ResponseUsage)
+    assert tree["input_tokens_details"] == {"cached_tokens": None, "cache_write_tokens": None}
+    ResponseUsage.model_validate(wire_responses_usage({}), strict=True)
 
 
 # -- minimal ------------------------------------------------------------------------------------
 
 
 def test_minimal_reference_vector() -> None:
-    """The protocol.md vector: created (usage copied), one item done, completed (B-R39..B-R44)."""
+    """The protocol.md vector: created (usage copied), one item done, completed (B-R39..B-R44),
+    numbered from 0 as the SDK's event types require (P10)."""
+    created = {**_resp(), "status": "in_progress", "output": [], "usage": WIRE_USAGE}
     assert _events(synthesize_responses_sse(_resp())) == [
         (
             "response.created",
-            {
-                "type": "response.created",
-                "response": {**_resp(), "status": "in_progress", "output": [], "usage": WIRE_USAGE},
-            },
+            {"type": "response.created", "response": created, "sequence_number": 0},
         ),
         (
             "response.output_item.done",
-            {"type": "response.output_item.done", "output_index": 0, "item": MSG},
+            {
+                "type": "response.output_item.done",
+                "output_index": 0,
+                "item": MSG,
+                "sequence_number": 1,
+            },
         ),
         (
             "response.completed",
-            {"type": "response.completed", "response": {**_resp(), "usage": WIRE_USAGE}},
+            {
+                "type": "response.completed",
+                "response": {**_resp(), "usage": WIRE_USAGE},
+                "sequence_number": 2,
+            },
         ),
     ]
+
+
+def test_a_bare_result_gets_the_fields_the_sdk_requires() -> None:
+    """A result with only id/status/output gets created_at, model, tools, tool_choice and
+    parallel_tool_calls in every envelope, and its items what their types require."""
+    bare = {
+        "id": "resp_b",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "x"}],
+            }
+        ],
+    }
+    for fidelity in ("minimal", "full"):
+        events = _events(synthesize_responses_sse(bare, fidelity=cast(Fidelity, fidelity)))
+        final = events[-1][1]["response"]
+        assert {k: final[k] for k in DEFAULTS} == DEFAULTS
+        assert isinstance(final["created_at"], int)
+        assert final["object"] == "response"
+        (item,) = final["output"]
+        assert item["status"] == "completed"
+        assert item["id"] == "msg_b_0"
+        assert item["content"] == [{"type": "output_text", "text": "x", "annotations": []}]
 
 
 @pytest.mark.parametrize(
@@ -157,12 +221,13 @@ def test_namespaced_calls_are_restored_in_items_and_terminal() -> None:
     assert events[-1][1]["response"]["output"] == [done]
 
 
-def test_minimal_mode_never_invents_ids_and_does_not_mutate() -> None:
-    """B-R44: ids are whatever the result holds; the input is untouched."""
-    resp = _resp(output=[{"type": "message", "role": "assistant", "content": []}])
+def test_minimal_mode_keeps_ids_and_does_not_mutate() -> None:
+    """B-R44: an id the result holds is kept; one it lacks is generated only because the SDK's
+    item types require it (P10); the input is untouched."""
+    resp = _resp(output=[{"type": "message", "role": "assistant", "content": []}, MSG])
     before = copy.deepcopy(resp)
     events = _events(synthesize_responses_sse(resp))
-    assert "id" not in events[1][1]["item"]
+    assert [events[i][1]["item"]["id"] for i in (1, 2)] == ["msg_1_0", "msg_1"]
     assert resp == before
 
 
@@ -208,21 +273,18 @@ def test_failure_code_is_never_null_and_id_is_kept() -> None:
             "m", code=None, response_id="resp_x", include_created=False
         )
     )
-    assert events == [
-        (
-            "response.failed",
-            {
-                "type": "response.failed",
-                "response": {
-                    "id": "resp_x",
-                    "object": "response",
-                    "status": "failed",
-                    "output": [],
-                    "error": {"code": "server_error", "message": "m"},
-                },
-            },
-        )
-    ]
+    ((kind, payload),) = events
+    assert kind == "response.failed"
+    assert payload["sequence_number"] == 0
+    response = payload["response"]
+    assert {k: response[k] for k in ("id", "object", "status", "output", "error")} == {
+        "id": "resp_x",
+        "object": "response",
+        "status": "failed",
+        "output": [],
+        "error": {"code": "server_error", "message": "m"},
+    }
+    assert {k: response[k] for k in DEFAULTS} == DEFAULTS
 
 
 def test_full_failure_is_error_then_failed() -> None:
@@ -249,12 +311,16 @@ def test_keepalive_events() -> None:
     first = list(synthesize_responses_keepalive_sse("resp_k", True))
     assert len(first) == 2
     assert [t for t, _ in _events(first)] == ["response.created", "response.in_progress"]
-    assert _events(first)[0][1]["response"] == {
+    envelope = _events(first)[0][1]["response"]
+    assert {k: envelope[k] for k in ("id", "object", "status", "output", "usage")} == {
         "id": "resp_k",
         "object": "response",
         "status": "in_progress",
         "output": [],
+        "usage": None,
     }
+    assert {k: envelope[k] for k in DEFAULTS} == DEFAULTS
+    assert [p["sequence_number"] for _, p in _events(first)] == [0, 1]
     later = list(synthesize_responses_keepalive_sse("resp_k", False))
     assert [t for t, _ in _events(later)] == ["response.in_progress"]
     assert all(is_responses_lifecycle_chunk(b.encode()) for b in first + later)
@@ -624,15 +690,12 @@ def test_cached_keepalive_matches_the_reference_builder(base: Any, include_creat
     """The engine's pre-serialized keepalive frames equal responses_keepalive_frames'."""
     from aiostream_synth._responses_synthesis import ResponsesKeepalive, responses_keepalive_frames
 
-    for numbered in (True, False):
-        cached = ResponsesKeepalive("resp_k", base=base, numbered=numbered).frames(
-            include_created=include_created, sequence_start=7
-        )
-        plain = responses_keepalive_frames(
-            "resp_k", include_created, base=base, sequence_start=7 if numbered else None
-        )
-        assert [parse(f)[0].json() for f in cached] == [parse(f)[0].json() for f in plain]
-        assert [parse(f)[0].event for f in cached] == [parse(f)[0].event for f in plain]
+    cached = ResponsesKeepalive("resp_k", base=base).frames(
+        include_created=include_created, sequence_start=7
+    )
+    plain = responses_keepalive_frames("resp_k", include_created, base=base, sequence_start=7)
+    assert [parse(f)[0].json() for f in cached] == [parse(f)[0].json() for f in plain]
+    assert [parse(f)[0].event for f in cached] == [parse(f)[0].event for f in plain]
 
 
 @pytest.mark.parametrize("fidelity", ["minimal", "full"])

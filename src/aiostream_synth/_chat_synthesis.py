@@ -12,13 +12,18 @@ Deliberate differences from the upstream reference module (decisions P2, P4, P5)
 * list content is joined from its text parts (D15); ``emit_reasoning_alias`` also emits
   ``reasoning`` beside ``reasoning_content`` (D4); ``include_logprobs`` attaches the choice's
   logprobs to its content chunk (D16);
-* usage never carries a ``null`` counter (P5);
+* usage never carries a ``null`` counter, and has every counter the SDK's ``CompletionUsage``
+  requires (P5, P10); a completion without ``id``, ``created`` or ``model`` gets a generated id,
+  the current time and ``""``, which every chunk must carry to validate as the SDK's
+  ``ChatCompletionChunk``;
 * a completion of the wrong shape raises :class:`InvalidResultError` naming the path before
   the first frame.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -122,12 +127,15 @@ def _frames(
     choices = data.get("choices") or []
     if not isinstance(choices, list):
         raise _fail(("choices",), f"expected a list, got {type(choices).__name__}")
+    completion_id = data.get("id")
+    created = data.get("created")
+    model = data.get("model")
     shared = orjson.dumps(  # the fields every chunk repeats (B-C14, B-C15)
         {
-            "id": data.get("id"),
+            "id": "chatcmpl-" + uuid.uuid4().hex if completion_id is None else completion_id,
             "object": "chat.completion.chunk",
-            "created": data.get("created"),
-            "model": data.get("model"),
+            "created": int(time.time()) if created is None else created,
+            "model": "" if model is None else model,
         }
     )
     head = b"data: " + shared[:-1] + b',"choices":['
@@ -221,9 +229,7 @@ def _frames(
 
     usage = data.get("usage") if include_usage else None
     if usage is not None:
-        usage_json = orjson.dumps(usage)
-        if b"null" in usage_json:  # rare: a null counter to zero (P5), or just a string
-            usage_json = orjson.dumps(wire_chat_usage(usage))
+        usage_json = orjson.dumps(wire_chat_usage(usage))
         append(b"".join((head, close, b',"usage":', usage_json, b"}\n\n")))
     append(DONE_FRAME)
     return frames

@@ -398,11 +398,7 @@ class SynthesizedStream:
             return [CHAT_KEEPALIVE_FRAME]
         if self._keepalive is None:
             assert self._response_id is not None
-            self._keepalive = ResponsesKeepalive(
-                self._response_id,
-                base=None if dialect.fidelity == "minimal" else dict(dialect.base or {}),
-                numbered=dialect.fidelity == "full",
-            )
+            self._keepalive = ResponsesKeepalive(self._response_id, base=dict(dialect.base or {}))
         frames = self._keepalive.frames(
             include_created=not self._created_sent, sequence_start=self._seq
         )
@@ -436,7 +432,6 @@ class SynthesizedStream:
                 emit_reasoning_alias=dialect.emit_reasoning_alias,
                 include_logprobs=dialect.include_logprobs,
             )
-        full = dialect.fidelity == "full"
         return responses_frames(
             self._result,
             dialect.ns_map,
@@ -444,7 +439,7 @@ class SynthesizedStream:
             include_created=not self._created_sent,
             # Before commit the result keeps its own id unless the caller fixed one.
             response_id=self._response_id if self._created_sent else dialect.response_id,
-            sequence_start=self._seq if full else None,
+            sequence_start=self._seq,
             delta_chars=dialect.delta_chars,
         )
 
@@ -452,7 +447,6 @@ class SynthesizedStream:
         dialect = self._dialect
         if isinstance(dialect, ChatDialect):
             return [chat_error_frame(failure.message, type=failure.type, code=failure.code)]
-        full = dialect.fidelity == "full"
         return responses_failure_frames(
             failure.message,
             failure.code,
@@ -460,5 +454,5 @@ class SynthesizedStream:
             include_created=not self._created_sent,
             fidelity=dialect.fidelity,
             base=dict(dialect.base or {}),
-            sequence_start=self._seq if full else None,
+            sequence_start=self._seq,
         )

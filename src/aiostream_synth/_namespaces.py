@@ -14,7 +14,10 @@ __all__ = [
     "NAMESPACED_CALL_TYPES",
     "NAMESPACE_DELIMITER",
     "NamespaceMap",
+    "Origin",
+    "Path",
     "flatten_namespace_tools",
+    "flatten_tools",
     "restore_namespace_tool_calls",
 ]
 
@@ -26,31 +29,75 @@ NAMESPACE_DELIMITER = "__"
 NAMESPACED_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 
+Path = tuple[str | int, ...]
+#: Where a member came from: an index in the client's list of the same name, or a full path.
+Origin = int | Path
+
+
+def _well_formed(tool: dict[str, Any]) -> bool:
+    """A namespace that can be flattened without losing anything: a non-empty string name and
+    a list of sub-tool objects, each with a non-empty string name."""
+    subtools = tool.get("tools")
+    return (
+        isinstance(tool.get("name"), str)
+        and bool(tool["name"])
+        and isinstance(subtools, list)
+        and all(
+            isinstance(sub, dict) and isinstance(sub.get("name"), str) and sub["name"]
+            for sub in subtools
+        )
+    )
+
+
+def flatten_tools(
+    tools: Iterable[Any] | None, path: Path | None = None, *, keep_malformed: bool = True
+) -> tuple[list[tuple[Any, Origin]], NamespaceMap]:
+    """Flatten namespace specs, each flat tool paired with where the client wrote it: its index
+    in ``tools`` (no ``path``), or its full path under ``path`` (a carrier's ``tools``).
+
+    ``keep_malformed`` (the sanitizer's P10 mode): a namespace that cannot be flattened whole
+    (no name, a sub-tool that is not an object or has no name) stays as it is, for validation
+    to judge, instead of losing sub-tools. Without it, such sub-tools are skipped (B-R08).
+    """
+    flat: list[tuple[Any, Origin]] = []
+    ns_map: NamespaceMap = {}
+    base = ("tools",) if path is None else path
+    for index, tool in enumerate(tools or ()):
+        if not (isinstance(tool, dict) and tool.get("type") == "namespace") or (
+            keep_malformed and not _well_formed(tool)
+        ):
+            flat.append((tool, index if path is None else (*path, index)))
+            continue
+        where = (*base, index)
+        namespace = str(tool.get("name") or "")
+        subtools = tool.get("tools")
+        if not isinstance(subtools, list):
+            continue
+        for k, sub in enumerate(subtools):
+            if not (isinstance(sub, dict) and sub.get("name")):
+                continue
+            flat_name = f"{namespace}{NAMESPACE_DELIMITER}{sub['name']}"
+            flat.append(
+                (
+                    {**sub, "type": sub.get("type") or "function", "name": flat_name},
+                    (*where, "tools", k),
+                )
+            )
+            ns_map[flat_name] = (namespace, str(sub["name"]))
+    return flat, ns_map
+
+
 def flatten_namespace_tools(tools: Iterable[Any] | None) -> tuple[list[Any], NamespaceMap]:
     """Replace every namespace spec, in place in the list, by its sub-tools with joined names.
 
     A sub-tool keeps its own declared ``type`` (a ``custom`` tool stays custom), an untyped one
     becomes ``function``; sub-tools that are not objects or have no name are skipped; the
     namespace's own description is dropped. Everything else passes through unchanged, and no
-    input object is mutated (B-R06..B-R11).
+    input object is mutated (B-R06..B-R11). The streaming sanitizer flattens with
+    :func:`flatten_tools` instead, which never skips a sub-tool.
     """
-    flat: list[Any] = []
-    ns_map: NamespaceMap = {}
-    for tool in tools or ():
-        if not (isinstance(tool, dict) and tool.get("type") == "namespace"):
-            flat.append(tool)
-            continue
-        namespace = str(tool.get("name") or "")
-        subtools = tool.get("tools")
-        if not isinstance(subtools, list):
-            continue
-        for sub in subtools:
-            if not (isinstance(sub, dict) and sub.get("name")):
-                continue
-            flat_name = f"{namespace}{NAMESPACE_DELIMITER}{sub['name']}"
-            flat.append({**sub, "type": sub.get("type") or "function", "name": flat_name})
-            ns_map[flat_name] = (namespace, str(sub["name"]))
-    return flat, ns_map
+    flat, ns_map = flatten_tools(tools, keep_malformed=False)
+    return [tool for tool, _ in flat], ns_map
 
 
 def restore_namespace_tool_calls(items: list[Any], ns_map: NamespaceMap) -> list[Any]:

@@ -33,9 +33,11 @@ CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", 
 
 
 def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
-    strict = strict_type(source)
+    """A model whose top-level required fields are the SDK's and whose nested objects are
+    the relaxed mirrors (decision P10: a missing nested key is never an error)."""
+    required = set(strict_type(source).__required_keys__)
+    strict = strict_type(source, relaxed=True)
     hints = typing_extensions.get_type_hints(strict, include_extras=True)
-    required = set(strict.__required_keys__)
     fields: dict[str, Any] = {}
     for key, hint in hints.items():
         inner = typing_extensions.get_args(hint)[0]

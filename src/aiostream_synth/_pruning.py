@@ -6,22 +6,25 @@ not a key of the body, and every arm of the union reports its own errors. :func:
 therefore walks the body and the error locations together:
 
 * a location part that exists in the body (a dict key, an in-range list index) is followed;
-* any other part is an arm label: the errors under one union are grouped by arm, and the arm
-  whose errors are *all* removable unknown keys, with the fewest of them, is chosen; if no arm
-  can be fixed by pruning, nothing under that union is pruned and the error stands.
+* any other part is an arm label: the errors under one union are grouped by arm. An arm that
+  rejects the object's kind (a type mismatch at the object itself, or a wrong ``type`` /
+  ``role``) is not a candidate. A key may be pruned only when no candidate arm declares it, and
+  of the arms whose errors are all such keys, the one with the fewest is chosen; if no arm can
+  be fixed that way, nothing under that union is pruned and the error stands.
 
-A key is therefore only ever removed when removing it makes a whole union member valid, which
-keeps e.g. a function tool's ``name`` from being "pruned" because the web-search arm does not
-know it.
+A key is therefore only ever removed when it is unknown to every arm the object could be: a
+function tool's ``name`` is never "pruned" because the web-search arm does not know it, and a
+message is never emptied into an item reference because every key of a reference is optional.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
+
+from ._removals import Removals
 
 __all__ = ["delete_path", "dotted", "plan_from_errors", "plan_pruning", "validate_pruning"]
 
@@ -39,6 +42,16 @@ def _is_step(node: Any, part: str | int) -> bool:
     if isinstance(node, list):
         return isinstance(part, int) and not isinstance(part, bool) and 0 <= part < len(node)
     return False
+
+
+#: Keys whose wrong value says "not this kind of object" (a union arm for another kind).
+_KIND_KEYS = frozenset({"type", "role"})
+
+
+def _rejects_kind(errors: list[tuple[Loc, str]]) -> bool:
+    """Whether an arm's errors say the object is not of its kind at all: a type mismatch at the
+    object itself, or a ``type`` / ``role`` it does not accept or does not even declare."""
+    return any(not loc or (len(loc) == 1 and loc[0] in _KIND_KEYS) for loc, _ in errors)
 
 
 def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
@@ -64,16 +77,34 @@ def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
         deletions.extend((key, *path) for path in sub_deletions)
         fixable = fixable and sub_fixable
     if arms:
-        best: list[Loc] | None = None
-        for arm_errors in arms.values():
-            arm_deletions, arm_fixable = _plan(node, arm_errors)
-            if arm_fixable and (best is None or len(arm_deletions) < len(best)):
-                best = arm_deletions
+        best = _best_arm(node, arms)
         if best is None:
             fixable = False
         else:
             deletions.extend(best)
     return deletions, fixable
+
+
+def _best_arm(node: Any, arms: dict[str | int, list[tuple[Loc, str]]]) -> list[Loc] | None:
+    """The fewest deletions that make one arm valid, pruning only keys no candidate arm knows."""
+    known: set[Any] = set()
+    if isinstance(node, dict):
+        for arm_errors in arms.values():
+            if not _rejects_kind(arm_errors):
+                extra = {
+                    loc[0]
+                    for loc, kind in arm_errors
+                    if len(loc) == 1 and kind == "extra_forbidden"
+                }
+                known.update(key for key in node if key not in extra)
+    best: list[Loc] | None = None
+    for arm_errors in arms.values():
+        arm_deletions, arm_fixable = _plan(node, arm_errors)
+        if not arm_fixable or any(len(path) == 1 and path[0] in known for path in arm_deletions):
+            continue
+        if best is None or len(arm_deletions) < len(best):
+            best = arm_deletions
+    return best
 
 
 def plan_pruning(body: Any, error: ValidationError) -> list[Loc]:
@@ -112,14 +143,15 @@ def delete_path(body: Any, path: Sequence[str | int]) -> bool:
 def validate_pruning(
     validate: Callable[[Any], T],
     body: Any,
-    logger: logging.Logger,
+    removals: Removals,
     *,
     prefix: Sequence[str | int] = (),
-    pruned: list[str] | None = None,
 ) -> T:
     """Run ``validate(body)``; on failure prune removable unknown keys of ``body`` IN PLACE
-    (one WARNING each, dotted path) and retry. Errors pruning cannot fix are re-raised as
-    pydantic reported them. ``body`` must be the caller's private copy."""
+    (each recorded in ``removals`` at its place in the client's body, path prefixed with
+    ``prefix``) and retry. Errors pruning
+    cannot fix are re-raised as pydantic reported them. ``body`` must be the caller's private
+    copy."""
     while True:
         try:
             return validate(body)
@@ -128,7 +160,4 @@ def validate_pruning(
             if not removed:
                 raise
             for path in removed:
-                name = dotted((*prefix, *path))
-                logger.warning("pruned field %s: not in the params model", name)
-                if pruned is not None:
-                    pruned.append(name)
+                removals.add_cleaned((*prefix, *path), "unknown key")

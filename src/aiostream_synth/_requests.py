@@ -2,9 +2,11 @@
 
 Bytes in, a :class:`PreparedRequest` out, or a :class:`RequestError` carrying the status and
 OpenAI's error shape: malformed JSON, a body that is not an object, a params validation error
-(400, ``param`` naming the parameter path), a body over the size limit (413, raised by the
-adapter that reads it). Streaming vs not follows B-D1: chat needs ``stream is True``; any other
-non-false ``stream`` on a chat request is a 400 rather than a silent non-streaming answer.
+(400, ``param`` naming the path in the client's own body, OpenAI style: ``tools[0].name``), a
+body over the size limit (413, raised by the adapter that reads it). Streaming vs not follows
+B-D1: chat needs ``stream is True``; any other non-false ``stream`` on a chat request is a 400
+rather than a silent non-streaming answer. What the sanitizer and the validator removed is in
+``PreparedRequest.removals`` (decision P10).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ._dispatch import Dialect, wants_stream
 from ._errors import RequestError
 from ._namespaces import NamespaceMap
 from ._params import params_dict
+from ._removals import Removals, format_path
 from ._responses_sanitize import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
@@ -78,8 +81,14 @@ class PreparedRequest:
     include_usage: bool = False
     #: Skeleton fields for Responses keepalive envelopes (``model`` and request echoes).
     echo: dict[str, Any] = field(default_factory=dict)
-    #: Top-level request keys the sanitizer dropped (client bookkeeping, streaming fields).
-    dropped: tuple[str, ...] = ()
+    #: Everything removed on the way (unknown fields and keys, tools and items of unknown type,
+    #: configured drops), with reasons; see :mod:`aiostream_synth._removals`.
+    removals: Removals = field(default_factory=Removals)
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The paths of everything removed (``client_metadata``, ``tools[8]``, ``input[0].id``)."""
+        return tuple(self.removals.paths)
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
@@ -97,9 +106,9 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _param_path(body: Any, loc: Sequence[str | int]) -> str:
-    """The dotted literal path of an error location, union-arm labels left out."""
-    parts: list[str] = []
+def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The literal path of an error location in ``body``, union-arm labels left out."""
+    parts: list[str | int] = []
     node = body
     last = len(loc) - 1
     for i, part in enumerate(loc):
@@ -111,28 +120,27 @@ def _param_path(body: Any, loc: Sequence[str | int]) -> str:
             pass  # a missing field: the location's last part, not in the body
         else:
             continue  # a union-arm label (after a scalar, everything left is a label)
-        parts.append(str(part))
-    return ".".join(parts)
+        parts.append(part)
+    return tuple(parts)
 
 
-def _validation_error(body: dict[str, Any], exc: ValidationError) -> RequestError:
-    first = exc.errors(include_url=False)[0]
-    param = _param_path(body, first["loc"]) or None
-    more = exc.error_count() - 1
+def _validation_error(
+    body: dict[str, Any], exc: ValidationError, removals: Removals
+) -> RequestError:
+    """A 400 for the most specific error: the one whose location reaches deepest into the
+    body (the union arm that matched best), named by its path in the client's body."""
+    errors = exc.errors(include_url=False)
+    paths = [_literal_path(body, error["loc"]) for error in errors]
+    best = max(range(len(errors)), key=lambda i: len(paths[i]))
+    param = format_path(removals.original_path(paths[best])) or None
+    first = errors[best]
+    more = len(errors) - 1
     suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return RequestError(
         400,
         f"Invalid value for {param or 'the request'}: {first['msg']}{suffix}",
         param=param,
         code=first["type"],
-    )
-
-
-def _dropped(body: dict[str, Any], cleaned: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        sorted(
-            key for key in body if key not in cleaned and key not in ("stream", "stream_options")
-        )
     )
 
 
@@ -144,7 +152,12 @@ def prepare_request(
     chat_params_model: type[BaseModel] | None = None,
     responses_params_model: type[BaseModel] | None = None,
 ) -> PreparedRequest:
-    """Parse, decide streaming, sanitize and validate one request (raises :class:`RequestError`)."""
+    """Parse, decide streaming, sanitize and validate one request (raises :class:`RequestError`).
+
+    A Responses body without ``input`` is forwarded (the upstream may answer it from
+    ``previous_response_id`` or ``prompt``), unlike the library's
+    :func:`validate_streaming_responses_params` default.
+    """
     body = parse_json_body(raw) if isinstance(raw, bytes) else raw
     if not wants_stream(body, dialect):
         stream_value = body.get("stream")
@@ -156,21 +169,22 @@ def prepare_request(
                 code="invalid_type",
             )
         return PreparedRequest(dialect=dialect, stream=False, params=body)
+    removals = Removals()
     if dialect == "chat":
         extra: dict[str, Any] = (
             {} if chat_params_model is None else {"params_model": chat_params_model}
         )
-        cleaned, include_usage = sanitize_streaming_chat_body(body, **extra)
+        cleaned, include_usage = sanitize_streaming_chat_body(body, removals=removals, **extra)
         try:
-            model = validate_streaming_chat_params(cleaned, **extra)
+            model = validate_streaming_chat_params(cleaned, removals=removals, **extra)
         except ValidationError as exc:
-            raise _validation_error(cleaned, exc) from None
+            raise _validation_error(cleaned, exc, removals) from None
         return PreparedRequest(
             dialect="chat",
             stream=True,
             params=params_dict(model),
             include_usage=include_usage,
-            dropped=_dropped(body, cleaned),
+            removals=removals,
         )
     options = sanitize or SanitizeOptions()
     extra = {} if responses_params_model is None else {"params_model": responses_params_model}
@@ -179,12 +193,15 @@ def prepare_request(
         options.drop_custom_tools,
         options.drop_hosted_tools,
         options.hoist_carrier_custom_tools,
+        removals=removals,
         **extra,
     )
     try:
-        model = validate_streaming_responses_params(cleaned, **extra)
+        model = validate_streaming_responses_params(
+            cleaned, require_input=False, removals=removals, **extra
+        )
     except ValidationError as exc:
-        raise _validation_error(cleaned, exc) from None
+        raise _validation_error(cleaned, exc, removals) from None
     params = params_dict(model)
     echo = {key: body[key] for key in _RESPONSES_ECHO if key in body}
     return PreparedRequest(
@@ -193,5 +210,5 @@ def prepare_request(
         params=params,
         ns_map=ns_map,
         echo=echo,
-        dropped=_dropped(body, cleaned),
+        removals=removals,
     )

@@ -1,20 +1,35 @@
 """Responses, request side: a streaming body (the Codex CLI's above all) onto strict non-streaming params.
 
-Steps, in order (protocol.md B-R18..B-R28): drop ``stream`` / ``stream_options``; flatten
-namespace tools; keep the tool specs that validate and that the drop options allow; rewrite
-replayed namespaced calls to their flat names; lift ``additional_tools`` carriers out of
-``input`` into ``tools``; drop input items that do not validate; hoist leading system/developer
-messages into ``instructions``; keep only params-model fields. Each dropped tool, item or
-carrier batch logs one WARNING naming it.
+Steps, in order (protocol.md B-R18..B-R28, with decision P10's forwarding rules):
 
-Deliberate differences from the upstream reference module:
+1. drop ``stream`` / ``stream_options``;
+2. flatten namespace tools (``<ns>__<name>``) and rewrite replayed namespaced calls the same way;
+3. normalize replayed history (N1-N3, :mod:`._replay`): assistant messages without ``status``
+   or ``id``, reasoning items with ``"content": null``;
+4. lift ``additional_tools`` carriers out of ``input`` into ``tools``;
+5. drop tools and input items whose ``type`` the params model does not know, and the tools the
+   drop options ask for;
+6. hoist leading system/developer messages into ``instructions``;
+7. keep only params-model fields.
 
-* a tool spec or input item that fails validation only because of keys newer than our params
-  types (a Codex message's ``id``, a future tool flag) has those keys pruned (one WARNING each)
-  and is kept, instead of being dropped whole;
+:func:`validate_streaming_responses_params` then prunes unknown keys and raises what is wrong.
+
+Deliberate differences from the upstream reference module (decision P10 supersedes B-R12,
+B-R20 and B-R21.3's drops):
+
+* a tool or item is never dropped for failing validation: a missing key is no error at all
+  (a function tool without ``strict``, an assistant replay without ``status``), an unknown key
+  is pruned, and a wrong value is a 400 naming its path. Only unknown ``type`` values and the
+  configured drops remove a whole object, and every removal is recorded and reported;
+* replayed history is normalized (N1-N3) before validation, on every path;
+* a leading system message is hoisted only when all its content is text (an image in it would
+  otherwise be lost), and a namespace is flattened only when it can be flattened whole;
 * namespaced ``custom_tool_call`` items are rewritten like ``function_call`` ones (D8);
+* a body without ``input`` is refused by :func:`validate_streaming_responses_params` (as the
+  reference's params model does) unless ``require_input=False``, which the HTTP adapters pass:
+  a proxy forwards it and lets the upstream answer (``previous_response_id`` / ``prompt``);
 * nothing is deep-copied up front: the cleaned body is built new and shares untouched nested
-  values with the input; only items that must change are copied. The input is never mutated.
+  values with the input; only items that change are copied. The input is never mutated.
 """
 
 from __future__ import annotations
@@ -22,20 +37,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._errors import InvalidRequestError
-from ._json import json_copy
 from ._namespaces import (
     NAMESPACE_DELIMITER,
     NAMESPACED_CALL_TYPES,
     NamespaceMap,
-    flatten_namespace_tools,
+    Origin,
+    flatten_tools,
 )
-from ._params import ResponsesParams, item_adapter, list_adapter, param_fields
-from ._pruning import Loc, delete_path, dotted, plan_from_errors, validate_pruning
+from ._params import ResponsesParams, param_fields
+from ._params_view import attach_views
+from ._removals import Removals
+from ._replay import normalize_replay_item
+from ._validation import member_kinds, validate_params
 
 __all__ = [
+    "CLIENT_BOOKKEEPING_FIELDS",
     "CLIENT_EXECUTED_TOOL_TYPES",
     "sanitize_streaming_responses_body",
     "validate_streaming_responses_params",
@@ -45,6 +64,8 @@ LOG = logging.getLogger("aiostream_synth.responses")
 
 #: Tool types the client executes itself; every other type is "hosted" (B-R02, B-R13).
 CLIENT_EXECUTED_TOOL_TYPES = frozenset({"function", "custom"})
+#: Top-level fields clients add for their own bookkeeping (Codex); removed quietly (B-R26).
+CLIENT_BOOKKEEPING_FIELDS = frozenset({"client_metadata"})
 _STREAMING_ONLY = ("stream", "stream_options")
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
@@ -70,94 +91,52 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _failing_items(adapter: TypeAdapter[Any], items: list[Any]) -> dict[int, list[tuple[Loc, str]]]:
-    """The errors of each item that does not validate, found with one call on the whole list."""
-    try:
-        adapter.validate_python(items)
-    except ValidationError as exc:
-        bad: dict[int, list[tuple[Loc, str]]] = {}
-        for error in exc.errors(include_url=False):
-            loc = error["loc"]
-            if loc and isinstance(loc[0], int):
-                bad.setdefault(loc[0], []).append((tuple(loc[1:]), error["type"]))
-        return bad
-    return {}
+def _kept_tools(
+    tools: list[tuple[Any, Origin]],
+    kinds: frozenset[str] | None,
+    removals: Removals,
+    drop_custom: bool,
+    drop_hosted: bool,
+) -> list[tuple[Any, Origin]]:
+    """The tools that stay: not of a ``type`` the params model does not know (``kinds``), not
+    removed by the drop options (B-R13). Every removal is recorded at its client path."""
+    kept: list[tuple[Any, Origin]] = []
+    for tool, origin in tools:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if not isinstance(kind, str):
+            kind = None
+        if kind is not None and kinds is not None and kind not in kinds:
+            removals.add_at("tools", origin, f"unknown tool type {kind!r}")
+        elif drop_custom and kind == "custom":
+            reason = "custom tool, dropped by configuration (drop_custom_tools)"
+            removals.add_at("tools", origin, reason)
+        elif drop_hosted and kind not in CLIENT_EXECUTED_TOOL_TYPES:
+            reason = f"hosted tool {kind!r} the backend cannot serve (drop_hosted_tools)"
+            removals.add_at("tools", origin, reason)
+        else:
+            kept.append((tool, origin))
+    return kept
 
 
-def _validated(
-    adapter: TypeAdapter[Any], item: Any, errors: list[tuple[Loc, str]], what: str, index: int
-) -> Any | None:
-    """A pruned copy of a failing ``item`` if unknown keys were all that was wrong, else None.
-
-    The pruning plan comes from the errors the whole-list validation already reported, so a
-    fixable item is validated once more, not re-diagnosed from scratch.
-    """
-    candidate = json_copy(item)
-    for path in plan_from_errors(candidate, errors):
-        if delete_path(candidate, path):
-            LOG.warning("pruned field %s: not in the params model", dotted((what, index, *path)))
-    try:
-        validate_pruning(adapter.validate_python, candidate, LOG, prefix=(what, index))
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        LOG.warning(
-            "dropped %s %d (%s): does not validate: %s", what, index, _describe(item), first["msg"]
-        )
-        return None
-    return candidate
-
-
-def _validate_each(model: type[BaseModel], field: str, items: list[Any]) -> list[Any | None]:
-    """Per item: itself, a pruned copy, or None (dropped, logged)."""
-    adapter = item_adapter(model, field)
-    whole = list_adapter(model, field)
-    if adapter is None or whole is None:
-        return list(items)
-    bad = _failing_items(whole, items)
-    return [
-        _validated(adapter, item, bad[i], field, i) if i in bad else item
-        for i, item in enumerate(items)
-    ]
-
-
-def _tool_kept(tool: Any, drop_custom_tools: bool, drop_hosted_tools: bool) -> bool:
-    kind = _str_field(tool, "type")
-    if drop_custom_tools and kind == "custom":
-        LOG.warning("dropped tool %s: custom tools are dropped by configuration", _describe(tool))
-        return False
-    if drop_hosted_tools and kind not in CLIENT_EXECUTED_TOOL_TYPES:
-        LOG.warning(
-            "dropped tool %s: hosted tool the backend cannot serve (drop_hosted_tools)",
-            _describe(tool),
-        )
-        return False
-    return True
-
-
-def _usable_tools(
-    tools: list[Any], model: type[BaseModel], drop_custom: bool, drop_hosted: bool
-) -> list[Any]:
-    # Validity first, short-circuiting, so a dropped tool logs exactly once (D18).
-    return [
-        checked
-        for checked in _validate_each(model, "tools", tools)
-        if checked is not None and _tool_kept(checked, drop_custom, drop_hosted)
-    ]
-
-
-def _message_text(item: dict[str, Any]) -> str:
+def _text_only(item: dict[str, Any]) -> str | None:
+    """The text of a message whose content is all text (B-R17), or None when hoisting it into
+    ``instructions`` would lose something (an image, a file, a malformed part)."""
     content = item.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(
-            part.get("text") or ""
-            for part in content
-            if isinstance(part, dict)
-            and _str_field(part, "type") in _TEXT_PART_TYPES
-            and isinstance(part.get("text") or "", str)
-        )
-    return ""
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    for part in content:
+        if not (isinstance(part, dict) and _str_field(part, "type") in _TEXT_PART_TYPES):
+            return None
+        text = part.get("text")
+        if text is not None and not isinstance(text, str):
+            return None
+        texts.append(text or "")
+    return "".join(texts)
 
 
 def _is_system_like(item: Any) -> bool:
@@ -174,20 +153,90 @@ def _flat_call(item: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _hoist_instructions(cleaned: dict[str, Any], items: list[Any]) -> list[Any]:
+def _hoist_instructions(
+    cleaned: dict[str, Any], items: list[tuple[Any, Origin]]
+) -> list[tuple[Any, Origin]]:
     existing = cleaned.get("instructions")
     if existing is not None and not isinstance(existing, str):
         return items  # D22: a non-string instructions value disables hoisting
     texts: list[str] = []
     start = 0
-    while start < len(items) and _is_system_like(items[start]):
-        texts.append(_message_text(items[start]))
+    while start < len(items) and _is_system_like(items[start][0]):
+        text = _text_only(items[start][0])
+        if text is None:
+            break
+        texts.append(text)
         start += 1
     if start:
         joined = "\n\n".join(text for text in [existing or "", *texts] if text)
         if joined:
             cleaned["instructions"] = joined
     return items[start:]
+
+
+def _input_items(
+    items: list[Any],
+    cleaned: dict[str, Any],
+    ns_map: NamespaceMap,
+    model: type[BaseModel],
+    removals: Removals,
+    options: tuple[bool, bool, bool],
+) -> list[tuple[Any, Origin]]:
+    drop_custom, drop_hosted, hoist_custom = options
+    kinds = member_kinds(model, "input")
+    carried: list[tuple[Any, Origin]] = []
+    located: list[tuple[Any, Origin]] = []
+    for index, item in enumerate(items):
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if not isinstance(kind, str):
+                kind = None
+            if kind == "additional_tools" and isinstance(item.get("tools"), (list, type(None))):
+                flat, carrier_map = flatten_tools(item.get("tools"), ("input", index, "tools"))
+                ns_map.update(carrier_map)
+                carried.extend(flat)
+                continue
+            if kind is not None and kinds is not None and kind not in kinds:
+                removals.add(("input", index), f"unknown input item type {kind!r}")
+                continue
+            if kind in NAMESPACED_CALL_TYPES and item.get("namespace"):
+                item = _flat_call(item)
+            if kind == "reasoning" or item.get("role") == "assistant":
+                item = normalize_replay_item(item)
+        located.append((item, index))
+    if carried:
+        _hoist_carrier_tools(
+            cleaned, carried, model, removals, drop_custom, drop_hosted, hoist_custom
+        )
+    return _hoist_instructions(cleaned, located)
+
+
+def _hoist_carrier_tools(
+    cleaned: dict[str, Any],
+    carried: list[tuple[Any, Origin]],
+    model: type[BaseModel],
+    removals: Removals,
+    drop_custom: bool,
+    drop_hosted: bool,
+    hoist_custom: bool,
+) -> None:
+    wanted = {"function", "custom"} if hoist_custom else {"function"}
+    by_type: list[tuple[Any, Origin]] = []
+    for tool, path in carried:
+        if _str_field(tool, "type") in wanted:
+            by_type.append((tool, path))
+        else:
+            reason = f"additional_tools entry {_describe(tool)}: the backend can only express function calls"
+            removals.add_at("tools", path, reason)
+    usable = _kept_tools(by_type, member_kinds(model, "tools"), removals, drop_custom, drop_hosted)
+    if usable:
+        existing = cleaned.get("tools")
+        cleaned["tools"] = [
+            *(existing if isinstance(existing, list) else ()),
+            *(t for t, _ in usable),
+        ]
+        origins = removals.origins.setdefault("tools", list(range(len(existing or ()))))
+        origins.extend(path for _, path in usable)
 
 
 def sanitize_streaming_responses_body(
@@ -197,106 +246,86 @@ def sanitize_streaming_responses_body(
     hoist_carrier_custom_tools: bool = False,
     *,
     params_model: type[BaseModel] = ResponsesParams,
+    removals: Removals | None = None,
 ) -> tuple[dict[str, Any], NamespaceMap]:
     """Map a streaming Responses body onto the strict non-streaming params shape.
 
     Returns ``(cleaned, ns_map)``; ``ns_map`` restores namespaced call names on the way back
     (:func:`restore_namespace_tool_calls`). Never raises for any JSON value inside a dict body:
-    what cannot be fixed is dropped with a WARNING, or left for validation to report.
+    what is wrong is left for :func:`validate_streaming_responses_params` to report. Every
+    removal is recorded in ``removals`` when one is given, else logged in one record.
     """
     if not isinstance(body, dict):
         raise InvalidRequestError(
             "responses request body", (), f"expected a JSON object, got {type(body).__name__}"
         )
+    report = Removals() if removals is None else removals
     cleaned = {k: v for k, v in body.items() if k not in _STREAMING_ONLY}
     ns_map: NamespaceMap = {}
 
     tools = cleaned.get("tools", ())
     if "tools" in cleaned and (tools is None or isinstance(tools, list)):
-        flat, ns_map = flatten_namespace_tools(tools)
-        cleaned["tools"] = _usable_tools(flat, params_model, drop_custom_tools, drop_hosted_tools)
+        flat, ns_map = flatten_tools(tools)
+        kinds = member_kinds(params_model, "tools")
+        kept = _kept_tools(flat, kinds, report, drop_custom_tools, drop_hosted_tools)
+        cleaned["tools"] = [tool for tool, _ in kept]
+        report.origins["tools"] = [path for _, path in kept]
 
     items = cleaned.get("input")
     if isinstance(items, list):
-        carried: list[Any] = []
-        candidates: list[Any] = []
-        for item in items:
-            if _str_field(item, "type") == "additional_tools":
-                extra = item.get("tools")
-                if isinstance(extra, list):
-                    carried.extend(extra)
-                elif extra is not None:
-                    LOG.warning("dropped additional_tools carrier: its tools are not a list")
-                continue
-            if _str_field(item, "type") in NAMESPACED_CALL_TYPES and item.get("namespace"):
-                item = _flat_call(item)
-            candidates.append(item)
-        kept = [
-            item for item in _validate_each(params_model, "input", candidates) if item is not None
-        ]
-        if carried:
-            _hoist_carrier_tools(
-                cleaned,
-                carried,
-                ns_map,
-                params_model,
-                drop_custom_tools,
-                drop_hosted_tools,
-                hoist_carrier_custom_tools,
-            )
-        cleaned["input"] = _hoist_instructions(cleaned, kept)
+        options = (drop_custom_tools, drop_hosted_tools, hoist_carrier_custom_tools)
+        located = _input_items(items, cleaned, ns_map, params_model, report, options)
+        cleaned["input"] = [item for item, _ in located]
+        report.origins["input"] = [path for _, path in located]
 
     fields = param_fields(params_model)
-    dropped = sorted(key for key in cleaned if key not in fields)
-    if dropped:
-        LOG.debug("dropped responses request fields not in the params model: %s", dropped)
-        for key in dropped:
-            del cleaned[key]
+    for key in [key for key in cleaned if key not in fields]:
+        del cleaned[key]
+        report.add((key,), "not a request parameter", benign=key in CLIENT_BOOKKEEPING_FIELDS)
+    if removals is None:
+        report.log(LOG, "responses request")
     return cleaned, ns_map
 
 
-def _hoist_carrier_tools(
-    cleaned: dict[str, Any],
-    carried: list[Any],
-    ns_map: NamespaceMap,
-    model: type[BaseModel],
-    drop_custom: bool,
-    drop_hosted: bool,
-    hoist_custom: bool,
-) -> None:
-    flat, carrier_map = flatten_namespace_tools(carried)
-    ns_map.update(carrier_map)
-    wanted = {"function", "custom"} if hoist_custom else {"function"}
-    by_type = [tool for tool in flat if _str_field(tool, "type") in wanted]
-    rejected = [tool for tool in flat if _str_field(tool, "type") not in wanted]
-    if rejected:
-        names = [
-            str(t.get("name") or t.get("type")) if isinstance(t, dict) else type(t).__name__
-            for t in rejected
-        ]
-        LOG.warning(
-            "dropped additional_tools entries %s: the backend can only express function calls",
-            names,
-        )
-    usable = _usable_tools(by_type, model, drop_custom, drop_hosted)
-    if usable:
-        existing = cleaned.get("tools")
-        cleaned["tools"] = [*(existing if isinstance(existing, list) else ()), *usable]
+def _is_replay_id(member: dict[str, Any], key: str) -> bool:
+    """A history item's ``id`` the SDK's input types do not model (Codex sends one on every
+    message): reported, but not worth a WARNING."""
+    return key == "id"
+
+
+def _missing_input(model: type[BaseModel], body: dict[str, Any]) -> ValidationError:
+    return ValidationError.from_exception_data(
+        model.__name__, [{"type": "missing", "loc": ("input",), "input": body}]
+    )
 
 
 def validate_streaming_responses_params(
-    body: dict[str, Any], *, params_model: type[BaseModel] = ResponsesParams
+    body: dict[str, Any],
+    *,
+    params_model: type[BaseModel] = ResponsesParams,
+    require_input: bool = True,
+    removals: Removals | None = None,
 ) -> BaseModel:
-    """Validate a sanitized body against the strict params model, pruning unknown keys.
+    """Validate a sanitized body against the strict params model (decision P10).
 
-    Unknown keys (``extra_forbidden``), including those inside union members such as a tool
-    spec or an input item, are removed with one WARNING each (dotted path) and validation is
-    retried. Any other error is raised as pydantic's :class:`ValidationError`, locations
-    intact, so an HTTP layer can answer 400 naming the parameter. The input is never mutated.
+    Unknown keys, including those inside union members such as a tool spec or an input item,
+    are pruned (recorded in ``removals``, or logged in one record without it); a missing key is
+    never an error below the top level; any other error is raised as pydantic's
+    :class:`ValidationError`, locations intact, for an HTTP layer to answer 400 naming the
+    parameter. ``require_input`` (default, as the reference) refuses a body without ``input``.
+
+    With our params model, object fields give attribute access typed by the SDK's types
+    (``params.input[0].type``); their values stay the JSON the backend is sent. The input is
+    never mutated.
     """
-    try:
-        return params_model.model_validate(body)
-    except ValidationError:
-        pass
-    candidate = json_copy(body)
-    return validate_pruning(params_model.model_validate, candidate, LOG)
+    if require_input and "input" not in body:
+        raise _missing_input(params_model, body)
+    report = Removals() if removals is None else removals
+    model = validate_params(
+        params_model, body, report, member_fields=("tools", "input"), benign=_is_replay_id
+    )
+    if removals is None:
+        report.log(LOG, "responses request")
+    if type(model) is ResponsesParams:
+        attach_views(model)
+    return model

@@ -4,7 +4,7 @@ Two fidelities share one emitter (decision P1):
 
 ``minimal`` — the reference sequence: ``response.created`` (optional) →
 ``response.output_item.done`` per item → one terminal event chosen by ``status``
-(B-R39..B-R46). Unnumbered by default, as the reference.
+(B-R39..B-R46).
 
 ``full`` — OpenAI's own per-item lifecycle (protocol.md §2.3-§2.5): ``created`` and
 ``in_progress`` envelopes carrying a response skeleton, then per item ``output_item.added`` →
@@ -19,9 +19,22 @@ as response ``R`` with sequence numbers up to ``k - 1`` — is expressed with
 ``include_created=False, response_id=R, sequence_start=k``: the result's id is rewritten to R
 (the openai SDK rejects an id change between lifecycle events).
 
-Deliberate differences from the upstream reference module: compact UTF-8 JSON (P2); the failure
-code is never null (P6); an item without an ``id`` gets a generated one in full mode, because
-delta events must name their item.
+Every event validates against the installed openai SDK's own event models (decision P10), in
+both modes. Deliberate differences from the upstream reference module, all for that or for P2/P6:
+
+* compact UTF-8 JSON (P2); the failure code is never null (P6);
+* every event carries ``sequence_number``, minimal mode included (numbered from 0, or from
+  ``sequence_start``): the SDK's event types require it;
+* every response envelope has the fields the SDK's ``Response`` requires (``created_at``,
+  ``model``, ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``object``, ``output``),
+  defaulted when the result, the keepalive base or the failure lacks them;
+* an output item missing what the SDK requires gets it: an ``id`` (delta events must name their
+  item), a message ``status``, ``annotations: []`` on its text, ``summary: []`` on reasoning;
+* usage counters are derived from the SDK's usage model (:mod:`._usage`), never ``null``.
+
+One deliberate divergence *from the SDK*: a failure's ``error.code`` may be
+``context_length_exceeded`` or ``server_is_overloaded`` (decision P6), which the Codex CLI reads
+from ``response.failed`` although the SDK's ``ResponseError.code`` literal does not list them.
 """
 
 from __future__ import annotations
@@ -116,7 +129,8 @@ def _prepare(
         resp["usage"] = wire_responses_usage(resp["usage"])
     if response_id is not None:
         resp["id"] = response_id
-    return resp, restore_namespace_tool_calls(output, ns_map or {})
+    items = restore_namespace_tool_calls(output, ns_map or {})
+    return _complete(resp), _output_items(items, resp.get("id"), resp.get("status"))
 
 
 def _terminal_type(status: Any) -> str:
@@ -127,11 +141,32 @@ def _terminal_type(status: Any) -> str:
     )
 
 
+def _defaults() -> dict[str, Any]:
+    """Values for the fields the SDK's ``Response`` requires, for an envelope that lacks them."""
+    return {
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": "",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+
+
+def _complete(resp: dict[str, Any]) -> dict[str, Any]:
+    """``resp`` with every field the SDK's ``Response`` requires (itself when it has them)."""
+    if all(key in resp for key in _REQUIRED_RESPONSE_FIELDS):
+        return resp
+    return {**_defaults(), **resp}
+
+
+_REQUIRED_RESPONSE_FIELDS = tuple(_defaults())
+
+
 def skeleton(resp: dict[str, Any]) -> dict[str, Any]:
     """The in-progress envelope of a response: its fields, no output, no usage, no outcome."""
-    env = {**resp, "status": "in_progress", "output": [], "usage": None}
-    env.setdefault("object", "response")
-    env.setdefault("created_at", int(time.time()))
+    env = {**_complete(resp), "status": "in_progress", "output": [], "usage": None}
     for key in ("error", "incomplete_details", "completed_at"):
         if key in env:
             env[key] = None
@@ -142,12 +177,8 @@ def _minimal(
     resp: dict[str, Any], items: list[dict[str, Any]], include_created: bool, events: _Events
 ) -> None:
     if include_created:
-        events.emit(
-            {
-                "type": "response.created",
-                "response": {**resp, "status": "in_progress", "output": []},
-            }
-        )
+        created = {**resp, "status": "in_progress", "output": []}
+        events.emit({"type": "response.created", "response": created})
     for k, item in enumerate(items):
         events.emit({"type": "response.output_item.done", "output_index": k, "item": item})
     events.emit({"type": _terminal_type(resp.get("status")), "response": {**resp, "output": items}})
@@ -273,14 +304,42 @@ def _full_item(events: _Events, k: int, item: dict[str, Any], size: int | None) 
     events.emit({"type": "response.output_item.done", "output_index": k, "item": item})
 
 
-def _with_ids(items: list[dict[str, Any]], response_id: Any) -> list[dict[str, Any]]:
+def _output_items(
+    items: list[dict[str, Any]], response_id: Any, status: Any
+) -> list[dict[str, Any]]:
+    """The items with what the SDK's output item types require and a backend may omit: an
+    ``id`` (``<prefix>_<response id>_<index>``), a message's ``status`` (its response's when
+    that is ``incomplete``), ``annotations`` on output text, ``summary`` on reasoning."""
     out = []
+    item_status = "incomplete" if status == "incomplete" else "completed"
     for k, item in enumerate(items):
         kind = item.get("type")
         prefix = _ID_PREFIX.get(kind) if isinstance(kind, str) else None
+        fixed: dict[str, Any] | None = None
         if prefix is not None and not item.get("id"):
-            item = {**item, "id": f"{prefix}_{str(response_id or '').removeprefix('resp_')}_{k}"}
-        out.append(item)
+            fixed = {**item, "id": f"{prefix}_{str(response_id or '').removeprefix('resp_')}_{k}"}
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") == "output_text" and "annotations" not in p
+                for p in content
+            ):
+                fixed = fixed or dict(item)
+                fixed["content"] = [
+                    {**p, "annotations": []}
+                    if isinstance(p, dict)
+                    and p.get("type") == "output_text"
+                    and "annotations" not in p
+                    else p
+                    for p in content
+                ]
+            if "status" not in item:
+                fixed = fixed or dict(item)
+                fixed["status"] = item_status
+        elif kind == "reasoning" and "summary" not in item:
+            fixed = fixed or dict(item)
+            fixed["summary"] = []
+        out.append(item if fixed is None else fixed)
     return out
 
 
@@ -291,7 +350,6 @@ def _full(
     events: _Events,
     size: int | None,
 ) -> None:
-    items = _with_ids(items, resp.get("id"))
     if include_created:
         env = skeleton(resp)
         events.emit({"type": "response.created", "response": env})
@@ -313,19 +371,18 @@ def responses_frames(
 ) -> list[bytes]:
     """All SSE frames (bytes) for a complete result; raises before producing any on bad input.
 
-    ``sequence_start`` numbers the events from that value (full mode numbers from 0 when it
-    is None; minimal mode leaves events unnumbered). ``delta_chars`` splits long text and
-    arguments into deltas of at most that many characters (full mode only).
+    ``sequence_start`` numbers the events from that value (from 0 when it is None).
+    ``delta_chars`` splits long text and arguments into deltas of at most that many
+    characters (full mode only).
     """
     if fidelity not in ("full", "minimal"):
         raise ValueError(f"fidelity must be 'full' or 'minimal', not {fidelity!r}")
     resp, items = _prepare(result, ns_map, response_id)
+    events = _Events(0 if sequence_start is None else sequence_start)
     try:
         if fidelity == "full":
-            events = _Events(0 if sequence_start is None else sequence_start)
             _full(resp, items, include_created, events, delta_chars)
         else:
-            events = _Events(sequence_start)
             _minimal(resp, items, include_created, events)
     except orjson.JSONEncodeError as exc:
         _raise_unserializable(resp, items, exc)
@@ -357,13 +414,14 @@ def responses_failure_frames(
 ) -> list[bytes]:
     """Frames of a terminal failure: minimal ``[created,] failed``; full ``[created, in_progress,] error, failed``.
 
-    ``base`` (full mode) supplies skeleton fields such as ``model`` and ``created_at``.
+    ``base`` supplies skeleton fields such as ``model`` and ``created_at``.
     """
     error = {"code": code or "server_error", "message": message}
     rid = response_id or new_response_id()
+    env = skeleton({**(base or {}), "id": rid})
+    events = _Events(0 if sequence_start is None else sequence_start)
     if fidelity == "minimal":
-        failed = {"id": rid, "object": "response", "status": "failed", "output": [], "error": error}
-        events = _Events(sequence_start)
+        failed = {**env, "status": "failed", "error": error}
         with _unserializable_is_invalid():
             if include_created:
                 events.emit(
@@ -371,8 +429,6 @@ def responses_failure_frames(
                 )
             events.emit({"type": "response.failed", "response": failed})
         return events.frames
-    env = skeleton({**(base or {}), "id": rid})
-    events = _Events(0 if sequence_start is None else sequence_start)
     with _unserializable_is_invalid():
         if include_created:
             events.emit({"type": "response.created", "response": env})
@@ -395,9 +451,7 @@ def _unserializable_is_invalid() -> Iterator[None]:
 
 
 def _envelope(response_id: str, base: dict[str, Any] | None) -> dict[str, Any]:
-    if base is None:
-        return {"id": response_id, "object": "response", "status": "in_progress", "output": []}
-    return skeleton({"id": response_id, **{k: v for k, v in base.items() if k != "id"}})
+    return skeleton({"id": response_id, **{k: v for k, v in (base or {}).items() if k != "id"}})
 
 
 def responses_keepalive_frames(
@@ -409,11 +463,11 @@ def responses_keepalive_frames(
 ) -> list[bytes]:
     """Liveness events: ``[response.created,] response.in_progress``, one frame each.
 
-    Without ``base`` the envelope is the reference's ``{id, object, status, output}``; with it,
-    a full skeleton built from ``base`` (``model``, ``created_at``, request echoes...).
-    Events are numbered from ``sequence_start`` when it is given.
+    The envelope is a response skeleton built from ``base`` (``model``, ``created_at``, request
+    echoes...) with the SDK's required fields defaulted. Events are numbered from
+    ``sequence_start`` (0 when None: pass the next number to keep a stream's numbers rising).
     """
-    keepalive = ResponsesKeepalive(response_id, base=base, numbered=sequence_start is not None)
+    keepalive = ResponsesKeepalive(response_id, base=base)
     return keepalive.frames(include_created=include_created, sequence_start=sequence_start or 0)
 
 
@@ -428,19 +482,17 @@ class ResponsesKeepalive:
     one-off ``response.created`` head is derived from it.
     """
 
-    __slots__ = ("_in_progress", "_numbered")
+    __slots__ = ("_in_progress",)
 
-    def __init__(self, response_id: str, *, base: dict[str, Any] | None, numbered: bool) -> None:
+    def __init__(self, response_id: str, *, base: dict[str, Any] | None) -> None:
         envelope = dumps(_envelope(response_id, base), _WHAT)
-        self._numbered = numbered
         self._in_progress = _IN_PROGRESS_TYPE + b',"response":' + envelope
 
     def _frame(self, head: bytes, event: str, seq: int) -> bytes:
-        tail = b',"sequence_number":%d}\n\n' % seq if self._numbered else b"}\n\n"
-        return b"".join((event_prefix(event), head, tail))
+        return b"".join((event_prefix(event), head, b',"sequence_number":%d}\n\n' % seq))
 
     def frames(self, *, include_created: bool, sequence_start: int) -> list[bytes]:
-        """``[created,] in_progress``, numbered from ``sequence_start`` when numbered."""
+        """``[created,] in_progress``, numbered from ``sequence_start``."""
         seq = sequence_start
         if not include_created:
             return [self._frame(self._in_progress, "response.in_progress", seq)]

@@ -13,6 +13,11 @@ an annotation so that pydantic validates it eagerly and strictly:
   messages) becomes a union discriminated on that key, so a bad tool spec, input item or
   message is reported against the arms of its own kind only, not against every arm.
 
+``relaxed=True`` builds the mirrors a proxy validates with (decision P10): a key the SDK marks
+``Required`` is optional, because a client that omits it (a function tool without ``strict``,
+an assistant replay without ``status``) sent nothing wrong that the upstream cannot default.
+Only a literal ``type`` / ``role`` keeps its required-ness: it says which kind of object this is.
+
 The field sets therefore follow whatever openai version is installed.
 """
 
@@ -50,8 +55,10 @@ _REQUIRED: tuple[Any, ...] = tuple(
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 
-_cache: dict[Any, Any] = {}
-_building: set[Any] = set()
+_cache: dict[tuple[Any, bool], Any] = {}
+_building: set[tuple[Any, bool]] = set()
+#: Keys whose required-ness survives relaxing when their annotation is a literal.
+_KIND_KEYS = frozenset({"type", "role"})
 
 
 def _is_typeddict(tp: Any) -> bool:
@@ -64,12 +71,17 @@ def _strip_required(tp: Any) -> Any:
     return tp
 
 
-def _strict_typeddict(tp: type) -> Any:
-    if tp in _cache:
-        return _cache[tp]
-    if tp in _building:  # a recursive type: accept any object at the recursion point
+def _is_literal(tp: Any) -> bool:
+    return get_origin(tp) in _LITERAL
+
+
+def _strict_typeddict(tp: type, relaxed: bool) -> Any:
+    cache_key = (tp, relaxed)
+    if cache_key in _cache:
+        return _cache[cache_key]
+    if cache_key in _building:  # a recursive type: accept any object at the recursion point
         return dict[str, Any]
-    _building.add(tp)
+    _building.add(cache_key)
     try:
         hints = typing_extensions.get_type_hints(tp, include_extras=True)
         total = getattr(tp, "__total__", True)
@@ -81,7 +93,10 @@ def _strict_typeddict(tp: type) -> Any:
             required = (
                 wrapper_origin in _REQUIRED if wrapper_origin in _REQUIRED_WRAPPERS else total
             )
-            inner = strict_type(_strip_required(hint))
+            bare = _strip_required(hint)
+            if relaxed and not (key in _KIND_KEYS and _is_literal(bare)):
+                required = False
+            inner = strict_type(bare, relaxed=relaxed)
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[key] = wrapper[inner]
         make_typeddict: Any = typing_extensions.TypedDict
@@ -90,8 +105,8 @@ def _strict_typeddict(tp: type) -> Any:
         mirrored.__module__ = __name__
         mirrored.__qualname__ = tp.__name__
     finally:
-        _building.discard(tp)
-    _cache[tp] = mirrored
+        _building.discard(cache_key)
+    _cache[cache_key] = mirrored
     return mirrored
 
 
@@ -126,6 +141,7 @@ def _discriminator(key: str) -> Callable[[Any], str | None]:
         return None
 
     tag_of.__name__ = f"{key}_tag"
+    tag_of.key = key  # type: ignore[attr-defined]
     return tag_of
 
 
@@ -141,17 +157,21 @@ def _discriminated(dict_arms: list[Any]) -> Any | None:
             for tag in [*tags, *([_MISSING_TAG] if optional else [])]:
                 groups.setdefault(tag, []).append(arm)
         else:
+            annotated: Any = typing.Annotated
+            if _MISSING_TAG not in groups and all(len(group) == 1 for group in groups.values()):
+                # One arm per tag and the key always present: pydantic's own discriminator
+                # (in Rust, not a Python call per value).
+                return annotated[Union[tuple(dict_arms)], Discriminator(key)]  # noqa: UP007
             tagged = [
                 typing.Annotated[Union[tuple(group)] if len(group) > 1 else group[0], Tag(tag)]  # noqa: UP007
                 for tag, group in groups.items()
             ]
-            annotated: Any = typing.Annotated
             return annotated[Union[tuple(tagged)], Discriminator(_discriminator(key))]  # noqa: UP007
     return None
 
 
-def _strict_union(args: tuple[Any, ...]) -> Any:
-    arms = [strict_type(arm) for arm in args]
+def _strict_union(args: tuple[Any, ...], relaxed: bool) -> Any:
+    arms = [strict_type(arm, relaxed=relaxed) for arm in args]
     dict_arms = [arm for arm in arms if _is_typeddict(arm)]
     if len(dict_arms) >= 2:
         discriminated = _discriminated(dict_arms)
@@ -160,26 +180,28 @@ def _strict_union(args: tuple[Any, ...]) -> Any:
     return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
 
 
-def strict_type(tp: Any) -> Any:
-    """Return the strict, eagerly validatable counterpart of an SDK annotation."""
+def strict_type(tp: Any, *, relaxed: bool = False) -> Any:
+    """Return the strict, eagerly validatable counterpart of an SDK annotation
+    (``relaxed``: with no required keys but literal kinds, see the module docstring)."""
     if _is_typeddict(tp):
-        return _strict_typeddict(tp)
+        return _strict_typeddict(tp, relaxed)
     origin = get_origin(tp)
     if origin is None:
         return tp
     args = get_args(tp)
     if origin in _ANNOTATED:
-        return strict_type(args[0])
+        return strict_type(args[0], relaxed=relaxed)
     if origin in (Union, types.UnionType):
-        return _strict_union(args)
+        return _strict_union(args, relaxed)
     if origin in _LITERAL:
         return tp
     if origin in _LIST_ORIGINS or getattr(origin, "__name__", "") == "SequenceNotStr":
-        return list[strict_type(args[0])]  # type: ignore[misc]
+        return list[strict_type(args[0], relaxed=relaxed)]  # type: ignore[misc]
     if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
-        return dict[strict_type(args[0]), strict_type(args[1])]  # type: ignore[misc]
+        key_type = strict_type(args[0], relaxed=relaxed)
+        return dict[key_type, strict_type(args[1], relaxed=relaxed)]  # type: ignore[valid-type]
     if origin is tuple:
-        return tuple[tuple(strict_type(arg) for arg in args)]  # type: ignore[misc]
+        return tuple[tuple(strict_type(arg, relaxed=relaxed) for arg in args)]  # type: ignore[misc]
     return tp
 
 

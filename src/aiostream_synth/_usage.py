@@ -1,27 +1,61 @@
-"""Usage objects on the wire: never a ``null`` token counter (decision P5).
+"""Usage objects on the wire: every counter an integer, never ``null`` (decisions P5, P10).
 
 A Codex turn fails to parse ``response.completed`` when a single counter is ``null`` and then
-re-runs the whole generation, so every synthesizer passes usage through here.
+re-runs the whole generation; and the openai SDK's own models require counters that a backend
+may not report (openai 3.57 made ``input_tokens_details.cache_write_tokens`` required). So the
+required counters are read from the *installed* SDK's usage models, not from a hand list:
+
+* Responses (``ResponseUsage``): every required integer, at any depth, is filled with 0 when it
+  is missing or ``null`` (a missing details object is created); ``total_tokens`` defaults to
+  ``input_tokens + output_tokens``;
+* Chat (``CompletionUsage``): the same for its required counters; the optional details objects
+  are not invented, but a present ``null`` counter in them becomes 0.
+
+Any other ``*_tokens`` key that is present and ``null`` becomes 0 too. The argument is never
+mutated; a dict that needs no change is returned as it is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["wire_chat_usage", "wire_responses_usage"]
+from openai.types import CompletionUsage
+from openai.types.responses import ResponseUsage
+from pydantic import BaseModel
 
-# (details object, counter) pairs the Responses reference always materializes (B-R37).
-_RESPONSES_REQUIRED_DETAILS = (
-    ("input_tokens_details", "cached_tokens"),
-    ("output_tokens_details", "reasoning_tokens"),
-)
+__all__ = ["required_counters", "wire_chat_usage", "wire_responses_usage"]
+
+#: {counter: None} for an integer leaf, {details: {...}} for a required nested model.
+Counters = dict[str, "Counters | None"]
+
+
+def required_counters(model: type[BaseModel]) -> Counters:
+    """The required integer fields of a usage model, and of its required nested models."""
+    tree: Counters = {}
+    for name, info in model.model_fields.items():
+        if not info.is_required():
+            continue
+        annotation = info.annotation
+        if annotation is int:
+            tree[name] = None
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            tree[name] = required_counters(annotation)
+    return tree
+
+
+_RESPONSES = required_counters(ResponseUsage)
+_CHAT = required_counters(CompletionUsage)
+_SUMS = {"total_tokens": ("input_tokens", "output_tokens")}
+_CHAT_SUMS = {"total_tokens": ("prompt_tokens", "completion_tokens")}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
-    """Copy of ``obj`` with every present ``null`` ``*_tokens`` counter set to 0, recursively.
-
-    Returns ``obj`` itself when nothing changes; absent counters are never inserted.
-    """
+    """Copy of ``obj`` with every present ``null`` ``*_tokens`` counter set to 0, recursively;
+    ``obj`` itself when nothing changes."""
     changed: dict[str, Any] | None = None
     for key, value in obj.items():
         if value is None:
@@ -40,29 +74,40 @@ def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
     return obj if changed is None else changed
 
 
-def wire_chat_usage(usage: Any) -> Any:
-    """Chat usage with present ``null`` counters set to 0; non-dicts are returned unchanged."""
-    if not isinstance(usage, dict):
-        return usage
-    return _zero_null_counters(usage)
+def _fill(obj: dict[str, Any], tree: Counters, sums: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """``obj`` with the required counters of ``tree`` present and integer (0, or a sum)."""
+    out = obj
+    for key, sub in tree.items():
+        value = obj.get(key)
+        if sub is None:
+            if value is not None:
+                continue
+            parts = sums.get(key)
+            new: Any = sum(v for v in (obj.get(p) for p in parts) if _is_count(v)) if parts else 0
+        elif isinstance(value, dict):
+            new = _fill(value, sub, {})
+            if new is value:
+                continue
+        elif value is None:
+            new = _fill({}, sub, {})
+        else:
+            continue  # present and not an object: left for the client to judge
+        if out is obj:
+            out = dict(obj)
+        out[key] = new
+    return out
 
 
 def wire_responses_usage(usage: Any) -> Any:
-    """Responses usage as the wire schema types it (B-R36..B-R38 plus P5).
-
-    Missing or ``null`` ``cached_tokens`` / ``reasoning_tokens`` (and their details objects)
-    become 0; any other counter that is present and ``null`` (``cache_write_tokens``...) becomes
-    0 too. Non-dict usage is returned unchanged; the argument is never mutated.
-    """
+    """Responses usage with every counter the SDK requires present and an integer (see the
+    module docstring). Non-dict usage (including ``None``) is returned unchanged."""
     if not isinstance(usage, dict):
         return usage
-    out = _zero_null_counters(usage)
-    if out is usage:
-        out = dict(usage)
-    for details_key, counter in _RESPONSES_REQUIRED_DETAILS:
-        details = out.get(details_key)
-        if details is None:
-            out[details_key] = {counter: 0}
-        elif isinstance(details, dict) and counter not in details:
-            out[details_key] = {**details, counter: 0}
-    return out
+    return _fill(_zero_null_counters(usage), _RESPONSES, _SUMS)
+
+
+def wire_chat_usage(usage: Any) -> Any:
+    """Chat usage with the SDK's required counters present and no ``null`` counter."""
+    if not isinstance(usage, dict):
+        return usage
+    return _fill(_zero_null_counters(usage), _CHAT, _CHAT_SUMS)

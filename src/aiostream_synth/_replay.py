@@ -1,0 +1,91 @@
+"""Replay normalization: history items as clients replay them, made what the API types expect.
+
+Clients serialize their own history with their own structs, and those omit fields the SDK's
+input types require (bridge.md §1.3.1). Codex, for one, sends every earlier reasoning item with
+``"content": null`` (and some releases without ``id``), and people and several clients write
+assistant history without ``status``. A reference-style sanitizer drops such items; a proxy must
+forward them (decision P10). Before validation, on every Responses path:
+
+* N1 an assistant ``message`` with list content gets ``status: "completed"`` and a deterministic
+  ``id`` when missing (and ``type: "message"``, the only kind such an item can be); each of its
+  ``output_text`` parts gets ``annotations: []`` when missing;
+* N2 a ``reasoning`` item loses a ``null`` ``content`` / ``encrypted_content``, and gets
+  ``summary: []`` and a deterministic ``id`` when missing;
+* N3 the ids are digests of the item's own content, so the same history gives the same upstream
+  prompt on every turn (prefix caches keep hitting).
+
+Only items that change are copied; the input is never mutated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+__all__ = ["normalize_replay_item", "normalize_replay_items"]
+
+_ID_HEX = 32
+
+
+def _digest_id(prefix: str, value: Any) -> str:
+    """``prefix_`` + the first 32 hex digits of the SHA-1 of ``value`` as canonical JSON."""
+    try:
+        canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        canonical = repr(value).encode("utf-8", "replace")
+    return f"{prefix}_{hashlib.sha1(canonical, usedforsecurity=False).hexdigest()[:_ID_HEX]}"
+
+
+def _assistant_message(item: dict[str, Any]) -> dict[str, Any]:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return item  # string content is an EasyInputMessage: nothing is missing
+    parts = content
+    for k, part in enumerate(content):
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "output_text"
+            and "annotations" not in part
+        ):
+            if parts is content:
+                parts = list(content)
+            parts[k] = {**part, "annotations": []}
+    if parts is content and "status" in item and "id" in item and "type" in item:
+        return item
+    fixed = dict(item)
+    fixed["content"] = parts
+    fixed.setdefault("type", "message")  # list content from the assistant: an output message
+    fixed.setdefault("status", "completed")
+    if "id" not in fixed:
+        fixed["id"] = _digest_id("msg", content)
+    return fixed
+
+
+def _reasoning(item: dict[str, Any]) -> dict[str, Any]:
+    nulls = [key for key in ("content", "encrypted_content") if key in item and item[key] is None]
+    if not nulls and "summary" in item and "id" in item:
+        return item
+    fixed = {key: value for key, value in item.items() if key not in nulls}
+    fixed.setdefault("summary", [])
+    if "id" not in fixed:
+        fixed["id"] = _digest_id("rs", fixed["summary"])
+    return fixed
+
+
+def normalize_replay_item(item: Any) -> Any:
+    """``item`` itself, or a normalized copy when N1 or N2 applies (see the module docstring)."""
+    if not isinstance(item, dict):
+        return item
+    kind = item.get("type")
+    if kind == "reasoning":
+        return _reasoning(item)
+    if item.get("role") == "assistant" and kind in ("message", None):
+        return _assistant_message(item)
+    return item
+
+
+def normalize_replay_items(items: list[Any]) -> list[Any]:
+    """A new list with every item passed through :func:`normalize_replay_item`."""
+    return [normalize_replay_item(item) for item in items]
