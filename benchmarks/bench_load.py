@@ -95,9 +95,7 @@ def _floor_server(port: int, delay: float, interval: float) -> None:
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
                 b"transfer-encoding: chunked\r\n\r\n"
             )
-            keepalive = ResponsesKeepalive(
-                "resp_bench", base={"model": "bench", "created_at": 1}, numbered=True
-            )
+            keepalive = ResponsesKeepalive("resp_bench", base={"model": "bench", "created_at": 1})
             seq, tick = 0, 1
             while (due := start + tick * interval) < start + delay:
                 await asyncio.sleep(due - time.monotonic())

@@ -1,8 +1,10 @@
 """A small non-streaming OpenAI-compatible upstream for tests (plain ASGI, no framework).
 
 The request's ``model`` scripts it: ``error-<status>`` fails with that status, ``slow-<s>``
-answers after ``s`` seconds (``slow-<s>-error-<status>`` fails after the delay). It records
-every body and header it receives.
+answers after ``s`` seconds (``slow-<s>-error-<status>`` fails after the delay), ``reasoning``
+adds a reasoning item (Responses) or ``reasoning_content`` (chat), ``text`` answers in text even
+when tools are offered. With tools and no ``text``, it calls the first tool, unless the last input
+is a tool result (so an agent's loop ends). It records every body and header it receives.
 """
 
 from __future__ import annotations
@@ -81,11 +83,14 @@ class FakeUpstream:
                 },
             )
             return
+        wants_text = "text" in model or _after_tool_result(data)
         if scope["path"].endswith("/chat/completions"):
             tools = data.get("tools") or []
             answer: dict[str, Any] = {"role": "assistant", "content": "upstream answer"}
+            if "reasoning" in model:
+                answer["reasoning_content"] = "upstream reasoning"
             finish = "stop"
-            if tools:
+            if tools and not wants_text:
                 name = tools[0]["function"]["name"]
                 answer = {
                     "role": "assistant",
@@ -124,7 +129,7 @@ class FakeUpstream:
             }
         ]
         tools = data.get("tools") or []
-        if tools and tools[0].get("name"):
+        if tools and tools[0].get("name") and not wants_text:
             output = [
                 {
                     "type": "function_call",
@@ -135,6 +140,9 @@ class FakeUpstream:
                     "status": "completed",
                 }
             ]
+        if "reasoning" in model:
+            summary = [{"type": "summary_text", "text": "upstream reasoning"}]
+            output = [{"type": "reasoning", "id": "rs_u", "summary": summary}, *output]
         await self._json(
             send,
             200,
@@ -162,3 +170,12 @@ class FakeUpstream:
             }
         )
         await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+
+def _after_tool_result(data: dict[str, Any]) -> bool:
+    """Whether the request's last input is a tool's result (chat ``tool`` or Responses output)."""
+    items = data.get("input") if isinstance(data.get("input"), list) else data.get("messages")
+    if not isinstance(items, list) or not items or not isinstance(items[-1], dict):
+        return False
+    last = items[-1]
+    return last.get("role") == "tool" or str(last.get("type", "")).endswith("_call_output")

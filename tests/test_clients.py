@@ -310,22 +310,33 @@ class Recorder:
 
 
 def _codex(
-    tmp: pathlib.Path, url: str, prompt: str, *, idle_ms: int = 5000
+    tmp: pathlib.Path,
+    url: str,
+    prompt: str,
+    *,
+    idle_ms: int = 5000,
+    model: str = "aiostream-synth-echo",
+    resume: bool = False,
+    ephemeral: bool = True,
 ) -> tuple[int, list[dict[str, Any]], str]:
+    """``codex exec`` (or ``codex exec resume --last``) against ``url``, offline; returns its
+    exit code, its JSONL events and its stderr."""
     _require(CODEX.exists(), "run `npm ci` in tests/clients (the Codex CLI)")
     home = tmp / "codex-home"
     work = tmp / "work"
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
-        f'model = "aiostream-synth-echo"\nmodel_provider = "synth"\napproval_policy = "never"\n'
+        f'model = "{model}"\nmodel_provider = "synth"\napproval_policy = "never"\n'
         f'sandbox_mode = "danger-full-access"\n\n[model_providers.synth]\nname = "aiostream-synth"\n'
         f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SYNTH_API_KEY"\n'
         f"stream_idle_timeout_ms = {idle_ms}\nstream_max_retries = 0\nrequest_max_retries = 0\n"
     )
     env = {**os.environ, "CODEX_HOME": str(home), "SYNTH_API_KEY": "unused", "HOME": str(tmp)}
+    command = [str(CODEX), "exec", *(["resume", "--last"] if resume else [])]
+    options = ["--skip-git-repo-check", *(["--ephemeral"] if ephemeral else []), "--json"]
     done = subprocess.run(
-        [str(CODEX), "exec", "--skip-git-repo-check", "--ephemeral", "--json", prompt],
+        [*command, *options, prompt],
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -251,10 +251,10 @@ async def test_inbound_api_key() -> None:
 
 
 async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFixture) -> None:
-    """Counters by outcome at /metrics; one structured line per request with dropped fields."""
-    caplog.set_level(logging.INFO, "aiostream_synth.proxy")
+    """Counters by outcome at /metrics; one structured line per request with what it lost."""
+    caplog.set_level(logging.INFO, "aiostream_synth")
     async with _http(_proxy()) as http:
-        await http.post("/v1/responses", json=_responses("x", client_metadata={"a": 1}))
+        first = await http.post("/v1/responses", json=_responses("x", client_metadata={"a": 1}))
         await http.post("/v1/responses", json=_responses("[incomplete]"))
         await http.post("/v1/chat/completions", json=_chat("[error:429]"))
         await http.post("/v1/responses", content=b"{nope")
@@ -269,11 +269,32 @@ async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFix
     )
     assert 'outcome="rejected"} 1' in metrics
     assert "aiostream_synth_upstream_latency_seconds_count 3" in metrics
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
-    assert len(lines) == 4
-    assert "dropped=client_metadata" in lines[0]
+    records = [r for r in caplog.records if r.getMessage().startswith("request ")]
+    assert len(records) == len(caplog.records) == 4  # nothing but the request lines
+    lines = [r.getMessage() for r in records]
+    assert "removed=- quietly_removed=1" in lines[0]  # client bookkeeping
+    assert records[0].levelno == logging.INFO
+    assert first.headers["x-aiostream-synth-dropped"] == "client_metadata"
     assert "outcome=completed" in lines[0]
     assert "keepalives=0" in lines[0]  # a fast answer's own created/in_progress are not keepalives
+
+
+async def test_a_request_that_lost_something_is_a_warning_and_says_what(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Decision P10: a tool of unknown type is dropped, named in the request line at WARNING and
+    in the x-aiostream-synth-dropped header; a request that lost nothing has an empty header."""
+    caplog.set_level(logging.INFO, "aiostream_synth")
+    tools = [{"type": "web_search_2031"}, {"type": "function", "name": "f", "parameters": {}}]
+    async with _http(_proxy()) as http:
+        lossy = await http.post("/v1/responses", json=_responses("x", tools=tools))
+        clean = await http.post("/v1/chat/completions", json=_chat("y"))
+    assert lossy.headers["x-aiostream-synth-dropped"] == "tools[0]"
+    assert clean.headers["x-aiostream-synth-dropped"] == ""
+    first, second = caplog.records
+    assert first.levelno == logging.WARNING
+    assert "removed=tools[0] (unknown tool type 'web_search_2031')" in first.getMessage()
+    assert second.levelno == logging.INFO
 
 
 async def test_keepalives_are_counted_only_while_waiting(

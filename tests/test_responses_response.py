@@ -163,8 +163,9 @@ def test_a_bare_result_gets_the_fields_the_sdk_requires() -> None:
             }
         ],
     }
-    for fidelity in ("minimal", "full"):
-        events = _events(synthesize_responses_sse(bare, fidelity=cast(Fidelity, fidelity)))
+    fidelities: list[Fidelity] = ["minimal", "full"]
+    for fidelity in fidelities:
+        events = _events(synthesize_responses_sse(bare, fidelity=fidelity))
         final = events[-1][1]["response"]
         assert {k: final[k] for k in DEFAULTS} == DEFAULTS
         assert isinstance(final["created_at"], int)

@@ -13,6 +13,10 @@ While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` a
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
 leaving. :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
 
+What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
+unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
+(empty when nothing was) and logged in one record per request.
+
 The sse-starlette adapter (:mod:`aiostream_synth.starlette`) shares steps 1-3 and the stream
 construction below; only the writing differs.
 """
@@ -48,6 +52,8 @@ from ._errors import BackendError, InvalidResultError, RequestError
 from ._failures import Failure, classify_failure
 from ._json import dumps
 from ._loops import running_asyncio_loop
+from ._removals import HEADER as DROPPED_HEADER
+from ._removals import Removals
 from ._requests import DEFAULT_MAX_BODY_BYTES, PreparedRequest, SanitizeOptions, prepare_request
 from ._responses_synthesis import Fidelity
 from ._shutdown import ShutdownSignal
@@ -124,6 +130,14 @@ class StreamSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Called with every request that passed preparation (for logging and metrics).
     on_prepared: Callable[[PreparedRequest], object] | None = None
+    #: Log one record per request that lost something (WARNING, or DEBUG when all of it was
+    #: benign). The proxy turns it off: its own request line carries the removals.
+    log_removals: bool = True
+
+
+def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
+    """The ``x-aiostream-synth-dropped`` header: the paths removed from the request."""
+    return (DROPPED_HEADER.encode(), removals.header_value().encode("ascii"))
 
 
 def request_headers(scope: Scope) -> dict[str, str]:
@@ -211,9 +225,15 @@ async def read_body(receive: Receive, limit: int = DEFAULT_MAX_BODY_BYTES) -> by
             return b"".join(chunks)
 
 
-async def send_json(send: Send, status: int, body: bytes | dict[str, Any]) -> None:
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes | dict[str, Any],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     payload = body if isinstance(body, bytes) else dumps(body)
-    await send({"type": "http.response.start", "status": status, "headers": _JSON_HEADERS})
+    all_headers = _JSON_HEADERS if headers is None else [*_JSON_HEADERS, *headers]
+    await send({"type": "http.response.start", "status": status, "headers": all_headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
@@ -235,8 +255,10 @@ async def stream_to_asgi(
     send: Send,
     *,
     shutdown: ShutdownSignal | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    """Serve an (unentered) engine stream on one ASGI HTTP request.
+    """Serve an (unentered) engine stream on one ASGI HTTP request; ``headers`` are added to the
+    answer's own (the stream's, or a pre-commit error's).
 
     The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     cancels only the writing, and the engine then applies its own disconnect policy (cancel the
@@ -245,10 +267,12 @@ async def stream_to_asgi(
     """
     async with stream:
         with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
-            await _write_until_disconnect(stream, receive, send)
+            await _write_until_disconnect(stream, receive, send, headers or [])
 
 
-async def _write_until_disconnect(stream: SynthesizedStream, receive: Receive, send: Send) -> None:
+async def _write_until_disconnect(
+    stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
+) -> None:
     """Respond, while a second task watches ``receive``: a disconnect cancels the writing."""
     loop = running_asyncio_loop()
     if loop is None:  # trio: the watcher in a task group of its own
@@ -256,7 +280,7 @@ async def _write_until_disconnect(stream: SynthesizedStream, receive: Receive, s
             async with anyio.create_task_group() as watcher:
                 watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope)
                 try:
-                    await _respond(stream, send)
+                    await _respond(stream, send, headers)
                 finally:
                     watcher.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -268,7 +292,7 @@ async def _write_until_disconnect(stream: SynthesizedStream, receive: Receive, s
     watcher_task = loop.create_task(_watch_disconnect(receive, writing))
     try:
         with writing:
-            await _respond(stream, send)
+            await _respond(stream, send, headers)
     finally:
         watcher_task.cancel()
         with anyio.CancelScope(shield=True):
@@ -278,26 +302,28 @@ async def _write_until_disconnect(stream: SynthesizedStream, receive: Receive, s
         raise error
 
 
-async def _respond(stream: SynthesizedStream, send: Send) -> None:
+async def _respond(
+    stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]
+) -> None:
     try:
-        await _write(stream, send)
+        await _write(stream, send, [*SSE_HEADERS, *headers] if headers else SSE_HEADERS)
     except BackendError as exc:  # raised only before the first frame: nothing was sent yet
-        await send_json(send, exc.status_code, exc.body)
+        await send_json(send, exc.status_code, exc.body, headers)
     else:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _write(stream: SynthesizedStream, send: Send) -> None:
+async def _write(stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
     started = False
     async for frame in stream:
         if not started:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             started = True
         ready = stream.drain_ready()
         body = b"".join((frame, *ready)) if ready else frame
         await send({"type": "http.response.body", "body": body, "more_body": True})
     if not started:  # an empty stream still needs its headers
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
 
 
 def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
@@ -309,8 +335,11 @@ def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
 
 
 def prepare(dialect: Dialect, raw: bytes, settings: StreamSettings) -> PreparedRequest:
-    """:func:`prepare_request` with the settings' sanitizer options, then the ``on_prepared`` hook."""
+    """:func:`prepare_request` with the settings' sanitizer options, one log record for what it
+    removed (``log_removals``), then the ``on_prepared`` hook."""
     prepared = prepare_request(dialect, raw, sanitize=settings.sanitize)
+    if settings.log_removals:
+        prepared.removals.log(LOG, f"{dialect} request")
     if settings.on_prepared is not None:
         settings.on_prepared(prepared)
     return prepared
@@ -345,6 +374,7 @@ async def handle_request(
         receive,
         send,
         shutdown=shutdown,
+        headers=[dropped_header(prepared.removals)],
     )
 
 

@@ -80,7 +80,9 @@ def sanitize_streaming_chat_body(
             report.add((key,), "not a request parameter")
     tools = cleaned.get("tools")
     if isinstance(tools, list):
-        located = [(tool, ("tools", i)) for i, tool in enumerate(tools)]
+        located: list[tuple[Any, tuple[str | int, ...]]] = [
+            (tool, ("tools", i)) for i, tool in enumerate(tools)
+        ]
         kept = drop_unknown_kinds(params_model, "tools", located, report, "tool")
         if len(kept) != len(tools):
             cleaned["tools"] = [tool for tool, _ in kept]

@@ -1,7 +1,12 @@
-"""Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision P6).
+"""Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision P6,
+bridge.md §2.9). The upstream's own message is kept in every case.
 
 * a context-window overflow → ``context_length_exceeded`` (400; it must not look retryable);
 * HTTP 429 → ``rate_limit_exceeded``, the upstream message kept ("try again in 20s");
+* any other 4xx but 408 / 409 (a template error, a bad tool schema, a misconfigured upstream's
+  401 / 403 / 404) → ``invalid_prompt``: the Codex CLI does not retry it, where
+  ``server_error`` would make it re-send the same doomed request up to five times;
+* HTTP 503 saying "overloaded" or "loading" → ``server_is_overloaded``;
 * a timeout → ``server_error`` with a timeout message (504); a connection error → 502;
 * anything else → ``server_error``; the upstream HTTP status is kept when it has one (else 500).
 
@@ -25,7 +30,13 @@ _CONTEXT_MARKERS = (
     "maximum context",
     "too many tokens",
     "prompt is too long",
+    "available context",  # llama.cpp: "the request exceeds the available context size"
 )
+
+
+#: 4xx statuses a client may rightly retry (timeout, conflict); 429 has its own code.
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+_OVERLOADED_MARKERS = ("overloaded", "loading")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,10 @@ def classify_failure(exc: BaseException) -> Failure:
         )
     if status == 429:
         return Failure(429, "rate_limit_exceeded", message)
+    if status is not None and 400 <= status < 500 and status not in _RETRYABLE_4XX:
+        return Failure(status, "invalid_prompt", message)
+    if status == 503 and any(marker in lowered for marker in _OVERLOADED_MARKERS):
+        return Failure(503, "server_is_overloaded", message)
     if _is_timeout(exc) and status is None:
         detail = _wire_text(str(exc)) or "no answer within the deadline"
         return Failure(504, "server_error", f"backend timed out: {detail}")

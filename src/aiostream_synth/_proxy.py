@@ -11,7 +11,8 @@ testable without a server. Routes:
 With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 in OpenAI's
 shape otherwise). Every request logs one line on ``aiostream_synth.proxy``: dialect, streaming
 or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected),
-status, upstream latency, keepalives, bytes, and what the sanitizer dropped or pruned.
+status, upstream latency, keepalives, bytes, and what the request lost on the way (at WARNING
+when that is more than client bookkeeping and replay ids, decision P10).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ._engine import OnDisconnect
 from ._errors import RequestError
 from ._failures import classify_failure
 from ._metrics import Metrics
+from ._removals import Removals
 from ._requests import DEFAULT_MAX_BODY_BYTES, PreparedRequest, SanitizeOptions
 from ._responses_synthesis import Fidelity, is_responses_lifecycle_chunk
 from ._upstream import UpstreamBackend
@@ -108,29 +110,12 @@ class _Record:
     upstream_latency: float | None = None
     client_gone: bool = False
     finished: bool = False
-    dropped: tuple[str, ...] = ()
-    warnings: list[str] = field(default_factory=list)
+    removals: Removals | None = None
 
 
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "aiostream_synth_record", default=None
 )
-
-
-class _CollectWarnings(logging.Handler):
-    """Copies the library's WARNINGs (pruned fields, dropped tools/items) into the current record."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        current = _current.get()
-        if current is not None and record.name != LOG.name:
-            current.warnings.append(record.getMessage())
-
-
-_collector = _CollectWarnings()
-logging.getLogger("aiostream_synth").addHandler(_collector)
 
 
 def _is_keepalive(body: bytes) -> bool:
@@ -206,6 +191,7 @@ class ProxyApp:
             ),
             max_body_bytes=config.max_body_bytes,
             on_prepared=self._prepared,
+            log_removals=False,  # the request line below carries them
         )
         self.synth = SynthesizingApp(
             self._timed_backend, settings, drain_timeout=config.drain_timeout
@@ -227,7 +213,7 @@ class ProxyApp:
         record = _current.get()
         if record is not None:
             record.stream = prepared.stream
-            record.dropped = prepared.dropped
+            record.removals = prepared.removals
 
     # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -344,19 +330,22 @@ class ProxyApp:
                 duration=duration,
                 upstream_latency=record.upstream_latency,
             )
-            LOG.info(
-                "request dialect=%s stream=%s outcome=%s status=%s duration_s=%.3f upstream_s=%s "
-                "keepalives=%d bytes=%d dropped=%s pruned_or_dropped=%s",
-                dialect,
-                str(record.stream).lower(),
-                record.outcome,
-                record.status,
-                duration,
-                "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
-                record.keepalives,
-                record.bytes_sent,
-                ",".join(record.dropped) or "-",
-                len(record.warnings),
-            )
-            for warning in record.warnings:
-                LOG.debug("sanitizer: %s", warning)
+            removals = record.removals
+            notable = removals.notable if removals is not None else []
+            level = logging.WARNING if notable else logging.INFO
+            if LOG.isEnabledFor(level):
+                LOG.log(
+                    level,
+                    "request dialect=%s stream=%s outcome=%s status=%s duration_s=%.3f "
+                    "upstream_s=%s keepalives=%d bytes=%d removed=%s quietly_removed=%d",
+                    dialect,
+                    str(record.stream).lower(),
+                    record.outcome,
+                    record.status,
+                    duration,
+                    "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
+                    record.keepalives,
+                    record.bytes_sent,
+                    ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
+                    0 if removals is None else len(removals) - len(notable),
+                )

@@ -25,9 +25,9 @@ both modes. Deliberate differences from the upstream reference module, all for t
 * compact UTF-8 JSON (P2); the failure code is never null (P6);
 * every event carries ``sequence_number``, minimal mode included (numbered from 0, or from
   ``sequence_start``): the SDK's event types require it;
-* every response envelope has the fields the SDK's ``Response`` requires (``created_at``,
-  ``model``, ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``object``, ``output``),
-  defaulted when the result, the keepalive base or the failure lacks them;
+* every response envelope has the fields the SDK's ``Response`` requires (``id``,
+  ``created_at``, ``model``, ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``object``,
+  ``output``), defaulted when the result, the keepalive base or the failure lacks them;
 * an output item missing what the SDK requires gets it: an ``id`` (delta events must name their
   item), a message ``status``, ``annotations: []`` on its text, ``summary: []`` on reasoning;
 * usage counters are derived from the SDK's usage model (:mod:`._usage`), never ``null``.
@@ -130,7 +130,8 @@ def _prepare(
     if response_id is not None:
         resp["id"] = response_id
     items = restore_namespace_tool_calls(output, ns_map or {})
-    return _complete(resp), _output_items(items, resp.get("id"), resp.get("status"))
+    resp = _complete(resp)
+    return resp, _output_items(items, resp["id"], resp.get("status"))
 
 
 def _terminal_type(status: Any) -> str:
@@ -144,6 +145,7 @@ def _terminal_type(status: Any) -> str:
 def _defaults() -> dict[str, Any]:
     """Values for the fields the SDK's ``Response`` requires, for an envelope that lacks them."""
     return {
+        "id": new_response_id(),
         "object": "response",
         "created_at": int(time.time()),
         "model": "",

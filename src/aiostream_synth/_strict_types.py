@@ -198,8 +198,7 @@ def strict_type(tp: Any, *, relaxed: bool = False) -> Any:
     if origin in _LIST_ORIGINS or getattr(origin, "__name__", "") == "SequenceNotStr":
         return list[strict_type(args[0], relaxed=relaxed)]  # type: ignore[misc]
     if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
-        key_type = strict_type(args[0], relaxed=relaxed)
-        return dict[key_type, strict_type(args[1], relaxed=relaxed)]  # type: ignore[valid-type]
+        return dict[strict_type(args[0], relaxed=relaxed), strict_type(args[1], relaxed=relaxed)]  # type: ignore[misc]
     if origin is tuple:
         return tuple[tuple(strict_type(arg, relaxed=relaxed) for arg in args)]  # type: ignore[misc]
     return tp

@@ -45,6 +45,7 @@ from ._asgi import (
     ClientGone,
     CompletionBackend,
     StreamSettings,
+    dropped_header,
     open_stream,
     prepare,
     read_body,
@@ -56,6 +57,7 @@ from ._dispatch import Dialect
 from ._engine import SynthesizedStream
 from ._errors import BackendError, RequestError
 from ._json import dumps
+from ._removals import HEADER as DROPPED_HEADER
 from ._shutdown import ShutdownSignal
 
 __all__ = [
@@ -109,7 +111,11 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
             try:
                 first: bytes | None = await self._stream.__anext__()
             except BackendError as exc:
-                await _json(exc.status_code, exc.body)(scope, receive, send)
+                response = _json(exc.status_code, exc.body)
+                response.headers.update(
+                    {k: v for k, v in self.headers.items() if k == DROPPED_HEADER}
+                )
+                await response(scope, receive, send)
                 return
             except StopAsyncIteration:
                 first = None
@@ -156,7 +162,13 @@ def synthesizing_endpoint(
             status, payload = await run_backend_once(prepared, backend, options, headers)
             return Response(payload, status_code=status, media_type="application/json")
         stream = open_stream(prepared, backend, options, headers)
-        return SynthesizedEventSourceResponse(stream, send_timeout=send_timeout, shutdown=shutdown)
+        name, value = dropped_header(prepared.removals)
+        return SynthesizedEventSourceResponse(
+            stream,
+            send_timeout=send_timeout,
+            shutdown=shutdown,
+            headers={name.decode(): value.decode()},
+        )
 
     endpoint.__name__ = f"{dialect}_endpoint"
     return endpoint

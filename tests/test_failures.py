@@ -1,0 +1,98 @@
+"""Classifying backend failures (decision P6, bridge.md §2.9), from the exceptions real clients raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from aiostream_synth import Failure, classify_failure
+
+
+def _api_error(status: int, message: str, code: str | None = None) -> openai.APIStatusError:
+    """The openai SDK's own exception for an upstream's HTTP error answer."""
+    body = {"error": {"message": message, "type": "x", "param": None, "code": code}}
+    request = httpx2.Request("POST", "http://upstream/v1/chat/completions")
+    response = httpx2.Response(status, json=body, request=request)
+    with openai.OpenAI(api_key="k", base_url="http://upstream/v1") as client:
+        return client._make_status_error_from_response(response)  # the SDK's own mapping
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "code", "expected"),
+    [
+        (
+            400,
+            "This model's maximum context length is 8192 tokens",
+            None,
+            ("context_length_exceeded", 400),
+        ),
+        (
+            400,
+            "request (9000 tokens) exceeds the available context size",
+            None,
+            ("context_length_exceeded", 400),
+        ),
+        (400, "x", "context_length_exceeded", ("context_length_exceeded", 400)),
+        (413, "prompt is too long: 300000 tokens", None, ("context_length_exceeded", 413)),
+        (400, "Unexpected message role.", None, ("invalid_prompt", 400)),
+        (422, "reasoning_content must be passed back", None, ("invalid_prompt", 422)),
+        (401, "Incorrect API key", None, ("invalid_prompt", 401)),
+        (404, "model not found", None, ("invalid_prompt", 404)),
+        (408, "request timeout", None, ("server_error", 408)),
+        (409, "conflict", None, ("server_error", 409)),
+        (429, "Rate limit reached. Please try again in 20s.", None, ("rate_limit_exceeded", 429)),
+        (503, "The server is overloaded", None, ("server_is_overloaded", 503)),
+        (503, "Loading model, please wait", None, ("server_is_overloaded", 503)),
+        (503, "maintenance", None, ("server_error", 503)),
+        (500, "boom", None, ("server_error", 500)),
+        (502, "bad gateway", None, ("server_error", 502)),
+    ],
+)
+def test_upstream_http_errors(
+    status: int, message: str, code: str | None, expected: tuple[str, int]
+) -> None:
+    """Each upstream outcome gets its code and keeps its status and its own message."""
+    failure = classify_failure(_api_error(status, message, code))
+    assert (failure.code, failure.status_code) == expected
+    assert failure.message == message
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "status"),
+    [
+        (TimeoutError("slow"), "server_error", 504),
+        (openai.APITimeoutError(httpx2.Request("POST", "http://u")), "server_error", 504),
+        (
+            openai.APIConnectionError(request=httpx2.Request("POST", "http://u")),
+            "server_error",
+            502,
+        ),
+        (ValueError("odd"), "server_error", 500),
+    ],
+)
+def test_transport_failures(exc: Exception, code: str, status: int) -> None:
+    """Timeouts are 504, unreachable upstreams 502, anything else 500; all server_error."""
+    failure = classify_failure(exc)
+    assert (failure.code, failure.status_code) == (code, status)
+
+
+def test_the_error_body_is_openai_shaped() -> None:
+    """The body carries type by status class, the code, and no param."""
+    body: dict[str, Any] = Failure(400, "invalid_prompt", "bad role").body()
+    assert body == {
+        "error": {
+            "message": "bad role",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_prompt",
+        }
+    }
+    assert Failure(503, "server_is_overloaded", "busy").type == "server_error"
+
+
+def test_a_message_json_cannot_carry_is_made_wire_safe() -> None:
+    """A lone surrogate (undecodable upstream bytes) becomes U+FFFD, so a terminal event exists."""
+    assert classify_failure(ValueError("bad \ud800 byte")).message == "bad \ufffd byte"

@@ -1,0 +1,421 @@
+"""Every event the library can emit validates against the installed openai SDK's own models.
+
+Strict pydantic validation (``strict=True``, never ``construct``) with ``TypeAdapter(
+ResponseStreamEvent)`` and ``ChatCompletionChunk``: the next SDK release that adds a required
+field fails this test instead of a client (decision P10). Covered: chat chunks (text, reasoning,
+tool and custom calls, refusal, several choices, logprobs, the usage chunk), Responses in both
+fidelities for every item kind and status, keepalive events, failure streams, and continuations
+after keepalives, through the reference functions and through the engine.
+
+Two deliberate divergences, each validated but for the one field concerned:
+
+* a Responses failure may carry ``error.code`` values the Codex CLI reads but the SDK's
+  ``ResponseError.code`` literal lacks (``context_length_exceeded``, ``server_is_overloaded``,
+  decision P6);
+* a chat custom (free-form) tool call streams as ``{"type": "custom", "custom": {"name",
+  "input"}}`` (D9): the SDK's chunk type admits only function deltas, as chat custom calls have no
+  streaming shape of their own (protocol.md §1.3); their own shape is checked instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import anyio
+import pytest
+from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import ResponseStreamEvent
+from openai.types.responses.response_error import ResponseError
+from pydantic import TypeAdapter
+
+from aiostream_synth import (
+    ChatDialect,
+    Fidelity,
+    ResponsesDialect,
+    SynthesizedStream,
+    synthesize_chat_completion_sse,
+    synthesize_responses_failure_sse,
+    synthesize_responses_keepalive_sse,
+    synthesize_responses_sse,
+)
+
+from .sse_parser import parse
+
+EVENT = TypeAdapter(ResponseStreamEvent)
+#: Each event type's own model, for readable errors (the SDK's union is not discriminated).
+EVENT_MODELS: dict[str, Any] = {
+    get_args(model.model_fields["type"].annotation)[0]: model
+    for model in get_args(get_args(ResponseStreamEvent)[0])
+}
+SDK_ERROR_CODES = frozenset(get_args(ResponseError.model_fields["code"].annotation))
+FIDELITIES: list[Fidelity] = ["minimal", "full"]
+
+
+def _validate_responses(frames: str | bytes) -> list[str]:
+    """Validate every event of a Responses stream; return their types."""
+    types = []
+    for event in parse(frames):
+        payload = event.json()
+        assert event.event == payload["type"]
+        response = payload.get("response")
+        if isinstance(response, dict) and response.get("error"):
+            code = response["error"]["code"]
+            if code not in SDK_ERROR_CODES:  # the P6 codes Codex reads (see the docstring)
+                payload = {
+                    **payload,
+                    "response": {
+                        **response,
+                        "error": {**response["error"], "code": "server_error"},
+                    },
+                }
+        EVENT_MODELS[payload["type"]].model_validate(payload, strict=True)
+        EVENT.validate_python(payload, strict=True)
+        types.append(payload["type"])
+    return types
+
+
+def _validate_chat(frames: str | bytes) -> int:
+    """Validate every chunk of a chat stream (the last frame is [DONE]); return their count."""
+    events = parse(frames)
+    assert events[-1].data == "[DONE]"
+    for event in events[:-1]:
+        chunk = event.json()
+        for choice in chunk["choices"]:
+            calls = choice["delta"].get("tool_calls") or []
+            for call in calls:
+                if call.get("type") == "custom":  # D9: see the module docstring
+                    assert set(call) == {"index", "id", "type", "custom"}
+                    assert set(call["custom"]) == {"name", "input"}
+            choice["delta"]["tool_calls"] = [c for c in calls if c.get("type") != "custom"] or None
+        ChatCompletionChunk.model_validate(chunk, strict=True)
+    return len(events) - 1
+
+
+# -- chat ---------------------------------------------------------------------------------------
+
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+CUSTOM_CALL = {
+    "id": "call_2",
+    "type": "custom",
+    "custom": {"name": "apply_patch", "input": "*** Begin"},
+}
+LOGPROBS = {
+    "content": [{"token": "hi", "logprob": -0.1, "bytes": [104, 105], "top_logprobs": []}],
+    "refusal": None,
+}
+CHAT_CASES: dict[str, dict[str, Any]] = {
+    "text": {"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"},
+    "reasoning": {
+        "message": {"role": "assistant", "content": "hi", "reasoning_content": "think"},
+        "finish_reason": "stop",
+    },
+    "tool calls": {
+        "message": {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL, CUSTOM_CALL]},
+        "finish_reason": "tool_calls",
+    },
+    "refusal": {
+        "message": {"role": "assistant", "content": None, "refusal": "no"},
+        "finish_reason": "content_filter",
+    },
+    "length": {"message": {"role": "assistant", "content": "cut"}, "finish_reason": "length"},
+    "logprobs": {
+        "message": {"role": "assistant", "content": "hi"},
+        "finish_reason": "stop",
+        "logprobs": LOGPROBS,
+    },
+}
+USAGES: list[Any] = [
+    None,
+    {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": None},
+        "completion_tokens_details": {"reasoning_tokens": None},
+    },
+    {"prompt_tokens": 3},
+]
+
+
+@pytest.mark.parametrize("case", list(CHAT_CASES))
+@pytest.mark.parametrize("usage", USAGES)
+def test_every_chat_chunk_validates(case: str, usage: Any) -> None:
+    """Every chunk, the usage chunk included, is a valid ChatCompletionChunk."""
+    completion: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, **CHAT_CASES[case]}],
+    }
+    if usage is not None:
+        completion["usage"] = usage
+    frames = "".join(
+        synthesize_chat_completion_sse(
+            completion, include_usage=True, emit_reasoning_alias=True, include_logprobs=True
+        )
+    )
+    assert _validate_chat(frames) >= 2
+
+
+def test_chat_chunks_of_a_bare_completion_and_several_choices_validate() -> None:
+    """No id/created/model, two choices: still valid chunks."""
+    bare = {
+        "choices": [
+            {"message": {"content": "a"}},
+            {"message": {"content": "b"}, "finish_reason": "stop"},
+        ]
+    }
+    assert _validate_chat("".join(synthesize_chat_completion_sse(bare))) == 6
+
+
+# -- Responses ------------------------------------------------------------------------------------
+
+MESSAGE = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+}
+ITEMS: dict[str, dict[str, Any]] = {
+    "message": MESSAGE,
+    "message without status and annotations": {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "hi"}],
+    },
+    "refusal": {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": "no"}],
+    },
+    "citation": {
+        **MESSAGE,
+        "content": [
+            {
+                "type": "output_text",
+                "text": "see",
+                "annotations": [
+                    {
+                        "type": "url_citation",
+                        "start_index": 0,
+                        "end_index": 3,
+                        "url": "https://e.x",
+                        "title": "t",
+                    }
+                ],
+            }
+        ],
+    },
+    "reasoning": {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "plan"}],
+        "content": [{"type": "reasoning_text", "text": "raw"}],
+        "encrypted_content": "enc",
+    },
+    "reasoning without id": {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "plan"}],
+    },
+    "function call": {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "f",
+        "arguments": "{}",
+        "status": "completed",
+    },
+    "namespaced call": {
+        "type": "function_call",
+        "id": "fc_2",
+        "call_id": "call_2",
+        "name": "ns__g",
+        "arguments": "{}",
+        "status": "completed",
+    },
+    "custom call": {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_3",
+        "name": "apply_patch",
+        "input": "*** Begin Patch",
+    },
+    "web search": {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "q"},
+    },
+}
+STATUSES: list[tuple[str, dict[str, Any]]] = [
+    ("completed", {}),
+    ("incomplete", {"incomplete_details": {"reason": "max_output_tokens"}}),
+    ("failed", {"error": {"code": "server_error", "message": "x"}}),
+]
+
+
+def _result(
+    items: list[dict[str, Any]], status: str, extra: dict[str, Any], usage: Any
+) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": "m",
+        "status": status,
+        "output": items,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        **extra,
+    }
+    if usage is not None:
+        result["usage"] = usage
+    return result
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("item", list(ITEMS))
+@pytest.mark.parametrize(("status", "extra"), STATUSES)
+def test_every_responses_event_validates(
+    fidelity: Fidelity, item: str, status: str, extra: dict[str, Any]
+) -> None:
+    """Both fidelities, every item kind and status, usage with null counters: all valid."""
+    usage = {
+        "input_tokens": 3,
+        "output_tokens": 2,
+        "total_tokens": 5,
+        "input_tokens_details": {"cached_tokens": None},
+    }
+    result = _result([ITEMS[item]], status, extra, usage)
+    frames = "".join(
+        synthesize_responses_sse(result, {"ns__g": ("ns", "g")}, fidelity=fidelity, delta_chars=2)
+    )
+    types = _validate_responses(frames)
+    assert types[0] == "response.created"
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_a_bare_result_streams_valid_events(fidelity: Fidelity) -> None:
+    """A result with nothing but an output list and no usage: still valid."""
+    frames = "".join(
+        synthesize_responses_sse(
+            {"output": [ITEMS["message without status and annotations"]]}, fidelity=fidelity
+        )
+    )
+    assert _validate_responses(frames)[-1] == "response.completed"
+
+
+@pytest.mark.parametrize(
+    "base", [None, {"model": "m", "tool_choice": "auto", "reasoning": {"effort": "low"}}]
+)
+def test_keepalive_events_validate(base: Any) -> None:
+    """created + in_progress, then in_progress alone, with or without a skeleton base."""
+    frames = "".join(synthesize_responses_keepalive_sse("resp_k", True, base=base))
+    frames += "".join(
+        synthesize_responses_keepalive_sse("resp_k", False, base=base, sequence_start=2)
+    )
+    assert _validate_responses(frames) == [
+        "response.created",
+        "response.in_progress",
+        "response.in_progress",
+    ]
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize(
+    "code",
+    [
+        "server_error",
+        "rate_limit_exceeded",
+        "invalid_prompt",
+        "context_length_exceeded",
+        "server_is_overloaded",
+        None,
+    ],
+)
+@pytest.mark.parametrize("include_created", [True, False])
+def test_failure_events_validate(
+    fidelity: Fidelity, code: str | None, include_created: bool
+) -> None:
+    """Failure streams in both fidelities, opened or continuing."""
+    frames = "".join(
+        synthesize_responses_failure_sse(
+            "boom", code, "resp_f", include_created, fidelity=fidelity, base={"model": "m"}
+        )
+    )
+    assert _validate_responses(frames)[-1] == "response.failed"
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+def test_a_continuation_after_keepalives_validates(fidelity: Fidelity) -> None:
+    """Keepalives, then the result continuing the same response id and numbering."""
+    frames = "".join(synthesize_responses_keepalive_sse("resp_k", True, base={"model": "m"}))
+    frames += "".join(
+        synthesize_responses_keepalive_sse("resp_k", False, base={"model": "m"}, sequence_start=2)
+    )
+    result = _result(list(ITEMS.values()), "completed", {}, None)
+    frames += "".join(
+        synthesize_responses_sse(
+            result, include_created=False, fidelity=fidelity, response_id="resp_k", sequence_start=3
+        )
+    )
+    types = _validate_responses(frames)
+    assert types[-1] == "response.completed"
+    numbers = [e.json()["sequence_number"] for e in parse(frames)]
+    assert numbers == list(range(len(numbers)))
+
+
+# -- through the engine ---------------------------------------------------------------------------
+
+
+async def _engine_frames(dialect: ChatDialect | ResponsesDialect, result: Any, ticks: int) -> bytes:
+    async def backend() -> Any:
+        # Ends after ``ticks`` keepalive deadlines; loop timers fire in deadline order.
+        await anyio.sleep((ticks + 0.5) * 0.02)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    frames = b""
+    async with SynthesizedStream(backend, dialect, keepalive_interval=0.02) as stream:
+        async for frame in stream:
+            frames += frame
+    return frames
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("ticks", [0, 2])
+async def test_engine_streams_validate(fidelity: Fidelity, ticks: int) -> None:
+    """The engine's own streams: before and after keepalives, a result and a failure."""
+    base = {"model": "m", "tool_choice": "auto"}
+    result = _result(list(ITEMS.values()), "completed", {}, {"input_tokens": 1})
+    frames = await _engine_frames(
+        ResponsesDialect(fidelity=fidelity, base=base, ns_map={"ns__g": ("ns", "g")}), result, ticks
+    )
+    types = _validate_responses(frames)
+    assert types[-1] == "response.completed"
+    if ticks:  # a continuation: keepalive events came first
+        assert types[:2] == ["response.created", "response.in_progress"]
+        assert types.count("response.created") == 1
+    if ticks:
+        failed = await _engine_frames(
+            ResponsesDialect(fidelity=fidelity, base=base), RuntimeError("x"), ticks
+        )
+        assert _validate_responses(failed)[-1] == "response.failed"
+    chat = {
+        "id": "c",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, **CHAT_CASES["tool calls"]}],
+        "usage": USAGES[2],
+    }
+    frames = await _engine_frames(ChatDialect(include_usage=True), chat, ticks)
+    data_only = b"".join(f"data: {e.data}\n\n".encode() for e in parse(frames))
+    assert _validate_chat(data_only) >= 3
