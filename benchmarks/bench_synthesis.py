@@ -15,14 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from corpus import SHAPES, chat_completion, codex_request, responses_result
+from corpus import SHAPES, chat_completion, codex_replay_request, codex_request, responses_result
 
 from aiostream_synth import (
+    prepare_request,
     sanitize_streaming_chat_body,
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )
 from aiostream_synth._chat_synthesis import chat_frames
+from aiostream_synth._namespaces import flatten_namespace_tools
 from aiostream_synth._responses_synthesis import responses_frames
 
 
@@ -46,6 +48,110 @@ def best(fn: Callable[[], Any], budget: float) -> float:
     return min(results)
 
 
+def _load_nemo_gym(root: str) -> Any:
+    """NeMo Gym's responses_streaming module from an unpacked wheel, without its server stack
+    (its params models import only openai and pydantic, beside a few HTTP helpers stubbed here)."""
+    import importlib.util
+    import pathlib
+    import sys
+    import types
+
+    package = pathlib.Path(root) / "nemo_gym"
+    stub = types.ModuleType("nemo_gym")
+    stub.__path__ = [str(package)]
+    sys.modules["nemo_gym"] = stub
+    server = types.ModuleType("nemo_gym.server_utils")
+    for name in (
+        "_GLOBAL_AIOHTTP_CLIENT_REQUEST_DEBUG",
+        "MAX_NUM_TRIES",
+        "ClientResponse",
+        "ClientResponseError",
+        "get_response_json",
+        "raise_for_status",
+        "request",
+    ):
+        setattr(server, name, type(name, (Exception,), {}))  # importable, never called
+    sys.modules["nemo_gym.server_utils"] = server
+    module: Any = None
+    for name in ("openai_utils", "responses_streaming"):
+        spec = importlib.util.spec_from_file_location(f"nemo_gym.{name}", package / f"{name}.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def _kept(body: dict[str, Any], items: list[Any], tools: list[Any] | None) -> str:
+    """``items sent → kept, flat tools sent → kept`` (hoisted leading system messages count as
+    kept: they went into ``instructions``)."""
+    hoisted = 0
+    for item in body["input"]:
+        if item.get("role") not in ("developer", "system"):
+            break
+        hoisted += 1
+    flat, _ = flatten_namespace_tools(body.get("tools"))
+    return f"{len(items) + hoisted}/{len(body['input'])}, {len(tools or [])}/{len(flat)}"
+
+
+def _requests(budget: float, nemo_gym: str | None) -> list[dict[str, Any]]:
+    gym = _load_nemo_gym(nemo_gym) if nemo_gym else None
+    header = "| request | bytes | loads µs (floor) | sanitize+validate µs | ratio | prepare_request µs (bytes in) | ratio | items, tools kept |"
+    if gym is not None:
+        header += " NeMo Gym 0.7.0 µs | ratio | items, tools kept |"
+    print()
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    rows: list[dict[str, Any]] = []
+    for label, body in (
+        ("codex text turn", codex_request()),
+        ("codex multi-turn replay 66 KB", codex_replay_request()),
+    ):
+        raw = orjson.dumps(body)
+        floor = best(functools.partial(orjson.loads, raw), budget)
+        parsed = orjson.loads(raw)
+
+        def ours(parsed: dict[str, Any] = parsed) -> Any:
+            cleaned, _ = sanitize_streaming_responses_body(parsed)
+            return validate_streaming_responses_params(cleaned, require_input=False)
+
+        cost = best(ours, budget)
+        whole = best(functools.partial(prepare_request, "responses", raw), budget)
+        params = prepare_request("responses", raw).params
+        row: dict[str, Any] = {
+            "request": label,
+            "bytes": len(raw),
+            "floor_us": floor * 1e6,
+            "prepare_us": cost * 1e6,
+            "ratio": cost / floor,
+            "prepare_request_us": whole * 1e6,
+            "prepare_request_ratio": whole / floor,
+            "kept": _kept(body, params["input"], params.get("tools")),
+        }
+        line = (
+            f"| {label} | {len(raw)} | {floor * 1e6:.1f} | {cost * 1e6:.1f} | {cost / floor:.2f}x "
+            f"| {whole * 1e6:.1f} | {whole / floor:.2f}x | {row['kept']} |"
+        )
+        if gym is not None:
+
+            def theirs(parsed: dict[str, Any] = parsed) -> Any:
+                cleaned, _ = gym.sanitize_streaming_responses_body(parsed)
+                return gym.validate_streaming_responses_params(cleaned)
+
+            gym_cost = best(theirs, budget)
+            model = theirs()
+            row.update(
+                gym_us=gym_cost * 1e6,
+                gym_ratio=gym_cost / floor,
+                gym_kept=_kept(body, model.input, model.tools),
+            )
+            line += f" {gym_cost * 1e6:.1f} | {gym_cost / floor:.2f}x | {row['gym_kept']} |"
+        print(line)
+        rows.append(row)
+    return rows
+
+
 def _chat(completion: dict[str, Any]) -> list[bytes]:
     return list(chat_frames(completion, True))
 
@@ -54,6 +160,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=0.4, help="seconds per measurement")
     parser.add_argument("--json", help="write results here")
+    parser.add_argument(
+        "--nemo-gym",
+        metavar="DIR",
+        help="an unpacked nemo-gym 0.7.0 wheel: measure its request path beside ours",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     rows: list[dict[str, Any]] = []
@@ -90,41 +201,7 @@ def main() -> None:
             f"{r['minimal_ratio']:.2f}x | {r['full_us']:.1f} | {r['full_ratio']:.2f}x |"
         )
 
-    print()
-    print("| request | bytes | loads µs (floor) | prepare µs | ratio |")
-    print("|---|---|---|---|---|")
-    requests: list[dict[str, Any]] = []
-    for label, body in (
-        ("codex text turn", codex_request()),
-        ("codex-like 66 KB", codex_request(66 * 1024)),
-    ):
-        raw = orjson.dumps(body)
-        floor = best(functools.partial(orjson.loads, raw), args.budget)
-        parsed = orjson.loads(raw)
-
-        def prepare(parsed: dict[str, Any] = parsed) -> Any:
-            cleaned, _ = sanitize_streaming_responses_body(parsed)
-            return validate_streaming_responses_params(cleaned)
-
-        cost = best(prepare, args.budget)
-        chat_body = {
-            "messages": [{"role": "user", "content": "x"}],
-            "stream": True,
-            "model": "m",
-            "junk": 1,
-        }
-        requests.append(
-            {
-                "request": label,
-                "bytes": len(raw),
-                "floor_us": floor * 1e6,
-                "prepare_us": cost * 1e6,
-                "ratio": cost / floor,
-            }
-        )
-        print(
-            f"| {label} | {len(raw)} | {floor * 1e6:.1f} | {cost * 1e6:.1f} | {cost / floor:.2f}x |"
-        )
+    requests = _requests(args.budget, args.nemo_gym)
     chat_body = {
         "messages": [{"role": "user", "content": "x"}],
         "stream": True,

@@ -172,7 +172,7 @@ def test_a_wrongly_typed_value_is_a_400_naming_its_path() -> None:
 
 def test_normalized_ids_are_deterministic() -> None:
     """N3: the same history gives byte-identical backend params on every turn (prefix caches)."""
-    body = {
+    body: dict[str, Any] = {
         "input": [
             {"role": "user", "content": "q"},
             {
@@ -314,7 +314,7 @@ def test_nothing_the_client_sent_is_silently_lost(
     """For any history of real item shapes (keys omitted, unknown keys added): every item reaches
     the backend, every key it sent is forwarded unless it is unknown, and every unknown key is
     recorded as removed at its own path."""
-    body = {
+    body: dict[str, Any] = {
         "model": "m",
         "stream": True,
         "input": [{"role": "user", "content": "start"}, *(i for i, _ in items)],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import openai
 import pytest
@@ -97,7 +97,8 @@ def test_a_hand_written_history_reaches_the_upstream_whole(
     ]
     since = len(fake.requests)
     with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
-        events = list(client.responses.create(model="m", input=history, stream=True))  # type: ignore[arg-type]
+        stream: Any = client.responses.create(model="m", input=cast(Any, history), stream=True)
+        events = list(stream)
     assert events[-1].type == "response.completed"
     (sent,) = _received(fake, since)
     assert [(i.get("type"), i.get("role")) for i in sent["input"]] == [

@@ -142,28 +142,30 @@ def _terminal_type(status: Any) -> str:
     )
 
 
-def _defaults() -> dict[str, Any]:
-    """Values for the fields the SDK's ``Response`` requires, for an envelope that lacks them."""
+#: The fields the SDK's ``Response`` requires, and what an envelope lacking one gets.
+_REQUIRED_RESPONSE_FIELDS = frozenset(
+    {"id", "object", "created_at", "model", "output", "parallel_tool_calls", "tool_choice", "tools"}
+)
+
+
+def _default(key: str) -> Any:
+    if key == "id":
+        return new_response_id()
+    if key == "created_at":
+        return int(time.time())
     return {
-        "id": new_response_id(),
         "object": "response",
-        "created_at": int(time.time()),
         "model": "",
-        "output": [],
         "parallel_tool_calls": True,
         "tool_choice": "auto",
-        "tools": [],
-    }
+    }.get(key, [])  # output, tools
 
 
 def _complete(resp: dict[str, Any]) -> dict[str, Any]:
     """``resp`` with every field the SDK's ``Response`` requires (itself when it has them)."""
-    if all(key in resp for key in _REQUIRED_RESPONSE_FIELDS):
+    if resp.keys() >= _REQUIRED_RESPONSE_FIELDS:
         return resp
-    return {**_defaults(), **resp}
-
-
-_REQUIRED_RESPONSE_FIELDS = tuple(_defaults())
+    return {**{k: _default(k) for k in _REQUIRED_RESPONSE_FIELDS if k not in resp}, **resp}
 
 
 def skeleton(resp: dict[str, Any]) -> dict[str, Any]:
@@ -312,36 +314,47 @@ def _output_items(
     """The items with what the SDK's output item types require and a backend may omit: an
     ``id`` (``<prefix>_<response id>_<index>``), a message's ``status`` (its response's when
     that is ``incomplete``), ``annotations`` on output text, ``summary`` on reasoning."""
-    out = []
-    item_status = "incomplete" if status == "incomplete" else "completed"
+    out = items
     for k, item in enumerate(items):
         kind = item.get("type")
-        prefix = _ID_PREFIX.get(kind) if isinstance(kind, str) else None
         fixed: dict[str, Any] | None = None
-        if prefix is not None and not item.get("id"):
-            fixed = {**item, "id": f"{prefix}_{str(response_id or '').removeprefix('resp_')}_{k}"}
+        if not item.get("id"):
+            prefix = _ID_PREFIX.get(kind) if isinstance(kind, str) else None
+            if prefix is not None:
+                suffix = str(response_id or "").removeprefix("resp_")
+                fixed = {**item, "id": f"{prefix}_{suffix}_{k}"}
         if kind == "message":
-            content = item.get("content")
-            if isinstance(content, list) and any(
-                isinstance(p, dict) and p.get("type") == "output_text" and "annotations" not in p
-                for p in content
-            ):
-                fixed = fixed or dict(item)
-                fixed["content"] = [
-                    {**p, "annotations": []}
-                    if isinstance(p, dict)
-                    and p.get("type") == "output_text"
-                    and "annotations" not in p
-                    else p
-                    for p in content
-                ]
             if "status" not in item:
                 fixed = fixed or dict(item)
-                fixed["status"] = item_status
+                fixed["status"] = "incomplete" if status == "incomplete" else "completed"
+            content = item.get("content")
+            if isinstance(content, list):
+                parts = _annotated(content)
+                if parts is not content:
+                    fixed = fixed or dict(item)
+                    fixed["content"] = parts
         elif kind == "reasoning" and "summary" not in item:
             fixed = fixed or dict(item)
             fixed["summary"] = []
-        out.append(item if fixed is None else fixed)
+        if fixed is not None:
+            if out is items:
+                out = list(items)
+            out[k] = fixed
+    return out
+
+
+def _annotated(parts: list[Any]) -> list[Any]:
+    """``parts`` with ``annotations: []`` on output text that lacks it (itself if none does)."""
+    out = parts
+    for c, part in enumerate(parts):
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "output_text"
+            and "annotations" not in part
+        ):
+            if out is parts:
+                out = list(parts)
+            out[c] = {**part, "annotations": []}
     return out
 
 

@@ -17,6 +17,7 @@ mutated; a dict that needs no change is returned as it is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from openai.types import CompletionUsage
@@ -43,10 +44,64 @@ def required_counters(model: type[BaseModel]) -> Counters:
     return tree
 
 
-_RESPONSES = required_counters(ResponseUsage)
-_CHAT = required_counters(CompletionUsage)
-_SUMS = {"total_tokens": ("input_tokens", "output_tokens")}
-_CHAT_SUMS = {"total_tokens": ("prompt_tokens", "completion_tokens")}
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A counter tree compiled for speed: integer leaves, then required nested objects."""
+
+    leaves: tuple[str, ...]
+    nested: tuple[tuple[str, _Plan], ...]
+    #: leaf -> the two leaves it defaults to the sum of (``total_tokens``)
+    sums: tuple[tuple[str, str, str], ...] = ()
+
+    @classmethod
+    def of(cls, tree: Counters, sums: tuple[tuple[str, str, str], ...] = ()) -> _Plan:
+        return cls(
+            tuple(key for key, sub in tree.items() if sub is None),
+            tuple((key, cls.of(sub)) for key, sub in tree.items() if sub is not None),
+            sums,
+        )
+
+    def zeros(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict.fromkeys(self.leaves, 0)
+        for key, plan in self.nested:
+            out[key] = plan.zeros()
+        return out
+
+    def fill(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` with every counter present and an integer; ``obj`` itself when it is so."""
+        out: dict[str, Any] | None = None
+        for key in self.leaves:
+            if obj.get(key) is None:
+                if out is None:
+                    out = dict(obj)
+                out[key] = 0
+        for key, plan in self.nested:
+            value = obj.get(key)
+            if type(value) is dict:
+                new = plan.fill(value)
+                if new is value:
+                    continue
+            elif value is None:
+                new = plan.zeros()
+            else:
+                continue  # present and not an object: left for the client to judge
+            if out is None:
+                out = dict(obj)
+            out[key] = new
+        if out is None:
+            return obj
+        for total, a, b in self.sums:  # a counter filled above: the sum when it has one
+            if obj.get(total) is None:
+                out[total] = sum(v for v in (obj.get(a), obj.get(b)) if _is_count(v))
+        return out
+
+
+_RESPONSES = _Plan.of(
+    required_counters(ResponseUsage), (("total_tokens", "input_tokens", "output_tokens"),)
+)
+_CHAT = _Plan.of(
+    required_counters(CompletionUsage), (("total_tokens", "prompt_tokens", "completion_tokens"),)
+)
 
 
 def _is_count(value: Any) -> bool:
@@ -74,28 +129,11 @@ def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
     return obj if changed is None else changed
 
 
-def _fill(obj: dict[str, Any], tree: Counters, sums: dict[str, tuple[str, str]]) -> dict[str, Any]:
-    """``obj`` with the required counters of ``tree`` present and integer (0, or a sum)."""
-    out = obj
-    for key, sub in tree.items():
-        value = obj.get(key)
-        if sub is None:
-            if value is not None:
-                continue
-            parts = sums.get(key)
-            new: Any = sum(v for v in (obj.get(p) for p in parts) if _is_count(v)) if parts else 0
-        elif isinstance(value, dict):
-            new = _fill(value, sub, {})
-            if new is value:
-                continue
-        elif value is None:
-            new = _fill({}, sub, {})
-        else:
-            continue  # present and not an object: left for the client to judge
-        if out is obj:
-            out = dict(obj)
-        out[key] = new
-    return out
+def _has_null(obj: dict[str, Any]) -> bool:
+    """Whether any value of ``obj`` (or of an object in it) is ``null`` (one C-level scan each)."""
+    if None in obj.values():
+        return True
+    return any(type(value) is dict and _has_null(value) for value in obj.values())
 
 
 def wire_responses_usage(usage: Any) -> Any:
@@ -103,11 +141,15 @@ def wire_responses_usage(usage: Any) -> Any:
     module docstring). Non-dict usage (including ``None``) is returned unchanged."""
     if not isinstance(usage, dict):
         return usage
-    return _fill(_zero_null_counters(usage), _RESPONSES, _SUMS)
+    if _has_null(usage):
+        usage = _zero_null_counters(usage)
+    return _RESPONSES.fill(usage)
 
 
 def wire_chat_usage(usage: Any) -> Any:
     """Chat usage with the SDK's required counters present and no ``null`` counter."""
     if not isinstance(usage, dict):
         return usage
-    return _fill(_zero_null_counters(usage), _CHAT, _CHAT_SUMS)
+    if _has_null(usage):
+        usage = _zero_null_counters(usage)
+    return _CHAT.fill(usage)
