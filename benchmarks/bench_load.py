@@ -76,7 +76,7 @@ def _pin(cores: set[int]) -> None:
 
 def _floor_server(port: int, delay: float, interval: float) -> None:
     """Bare asyncio: read the request, chunked SSE, keepalive events every K, then the answer."""
-    from aiostream_synth._responses_synthesis import ResponsesKeepalive, responses_frames
+    from aiostream_synth._dialects.responses.synthesis import ResponsesKeepalive, responses_frames
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

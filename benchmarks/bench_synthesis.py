@@ -23,9 +23,9 @@ from aiostream_synth import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )
-from aiostream_synth._chat_synthesis import chat_frames
-from aiostream_synth._namespaces import flatten_namespace_tools
-from aiostream_synth._responses_synthesis import responses_frames
+from aiostream_synth._dialects.chat.synthesis import chat_frames
+from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools
+from aiostream_synth._dialects.responses.synthesis import responses_frames
 
 
 def best(fn: Callable[[], Any], budget: float) -> float:

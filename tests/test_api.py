@@ -4,46 +4,30 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import aiostream_synth
 
 PACKAGE = pathlib.Path(aiostream_synth.__file__).parent
-#: The pure core: synthesis, sanitizing, framing. No anyio, no engine, no web framework.
-CORE = [
-    "_chat_sanitize",
-    "_chat_synthesis",
-    "_coerce",
-    "_dispatch",
-    "_errors",
-    "_failures",
-    "_json",
-    "_namespaces",
-    "_params",
-    "_params_view",
-    "_pruning",
-    "_removals",
-    "_replay",
-    "_requests",
-    "_responses_sanitize",
-    "_responses_synthesis",
-    "_sse",
-    "_strict_types",
-    "_usage",
-    "_validation",
-]
-ENGINE = ["_engine", "_loops", "_shutdown", "_tick"]
-ADAPTERS = ["_asgi"]  # and the public submodule starlette.py
-PROXY = ["_proxy", "_upstream", "_embedded", "_metrics", "_serve"]
-COMMAND_LINE = ["_cli", "__main__"]
+#: The layers, bottom up: each is a folder and may import only the ones before it.
+LAYERS = ["_wire", "_params", "_dialects", "_engine", "_serving", "_proxy"]
+#: The pure core (framing, params, dialects): no anyio, no engine, no web framework.
+CORE = LAYERS[:3]
 FORBIDDEN_IN_CORE = {
     "anyio",
     "trio",
     "asyncio",
+    "sniffio",
     "starlette",
     "sse_starlette",
     "httpx",
-    "aiostream_synth._engine",
+    "httpx2",
 }
+#: Words that name a dialect, which the dialect-agnostic layers must not contain (P11).
+DIALECT_WORDS = re.compile(
+    r"ChatDialect|ResponsesDialect|AnthropicDialect|_dialects\.(chat|responses|anthropic)\b"
+    r"|[\"'](chat|responses|anthropic)[\"']"
+)
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -63,48 +47,88 @@ def test_all_is_sorted_and_complete() -> None:
     assert public - modules - {"annotations"} <= set(names)
 
 
-def _imports(module: str) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def _modules(folder: str) -> list[pathlib.Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            found.add(f"aiostream_synth.{base}" if node.level else base)
+            assert not node.level, f"{path}: relative import"
+            found.add(node.module or "")
     return found
 
 
-def test_core_modules_do_not_import_higher_layers() -> None:
-    """Dependencies point down: the core never imports the engine, anyio or a web framework."""
-    for module in CORE:
-        imported = _imports(module)
-        bad = {
-            name
-            for name in imported
-            if name.split(".")[0] in FORBIDDEN_IN_CORE or name in FORBIDDEN_IN_CORE
-        }
-        assert not bad, f"{module} imports {bad}"
+def _code(path: pathlib.Path) -> str:
+    """The module's code without docstrings and comments (prose may name dialects)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body[0] = ast.Pass()
+    return ast.unparse(tree)
 
 
-def test_every_module_is_classified() -> None:
-    """A new module must be placed in a layer here."""
-    modules = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__"}
-    assert {p.stem for p in PACKAGE.glob("[!_]*.py")} == {"starlette"}
-    assert modules == {*CORE, *ENGINE, *ADAPTERS, *PROXY, *COMMAND_LINE}
+def _layer(name: str) -> str | None:
+    """The layer folder an absolute import of this package belongs to."""
+    parts = name.split(".")
+    if parts[0] != "aiostream_synth" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def test_every_module_is_in_a_layer() -> None:
+    """Modules live in the layer folders; at the top only the front door and public submodules."""
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top == {"__init__.py", "__main__.py", "starlette.py"}
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(LAYERS)
 
 
 def test_each_layer_imports_only_layers_below() -> None:
-    """engine ↛ adapters, CLI; adapters ↛ CLI; the native path never imports starlette."""
-    above_engine = {f"aiostream_synth.{m}" for m in [*ADAPTERS, "starlette", *COMMAND_LINE]}
-    for module in ENGINE:
-        assert not above_engine & _imports(module), module
-    for module in [*ADAPTERS, "starlette"]:
-        above = {f"aiostream_synth.{m}" for m in [*PROXY, *COMMAND_LINE]}
-        assert not above & _imports(module), module
-    for module in PROXY:
-        assert not {f"aiostream_synth.{m}" for m in COMMAND_LINE} & _imports(module), module
-    assert not {"starlette", "sse_starlette"} & {n.split(".")[0] for n in _imports("_asgi")}
+    """Dependencies point down, folder by folder (a test can rely on it, a newcomer too)."""
+    for rank, layer in enumerate(LAYERS):
+        allowed = set(LAYERS[: rank + 1])
+        for path in _modules(layer):
+            used = {_layer(name) for name in _imports(path)} - {None}
+            assert used <= allowed, f"{path.relative_to(PACKAGE)} imports {used - allowed}"
+
+
+def test_core_modules_do_not_import_anyio_or_web_frameworks() -> None:
+    """The pure core never imports anyio, an event loop or a web framework."""
+    for layer in CORE:
+        for path in _modules(layer):
+            bad = {n for n in _imports(path) if n.split(".")[0] in FORBIDDEN_IN_CORE}
+            assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_the_native_path_never_imports_starlette() -> None:
+    """The native ASGI adapter needs no web framework (only the sse-starlette adapter does)."""
+    used = {n.split(".")[0] for n in _imports(PACKAGE / "_serving" / "asgi.py")}
+    assert not {"starlette", "sse_starlette"} & used
+
+
+def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
+    """Decision P11: above the dialects, code talks to the dialect interface only. Dialects are
+    found through the registry; the proxy's embedded model and upstream client are backends
+    (they speak each API) and are the only exceptions."""
+    exempt = {"embedded.py", "upstream.py"}
+    for layer in ("_engine", "_serving", "_proxy"):
+        for path in _modules(layer):
+            if path.name in exempt:
+                continue
+            found = DIALECT_WORDS.search(_code(path))
+            assert found is None, f"{path.relative_to(PACKAGE)} names a dialect: {found.group(0)!r}"
 
 
 def test_package_is_typed() -> None:

@@ -23,7 +23,7 @@ from aiostream_synth import (
     sanitize_streaming_chat_body,
     synthesize_chat_completion_sse,
 )
-from aiostream_synth._chat_sanitize import chat_param_fields, wants_usage
+from aiostream_synth._dialects.chat.sanitize import chat_param_fields, wants_usage
 
 from .sse_parser import parse
 
@@ -92,7 +92,7 @@ def test_sanitize_drops_unknown_keys_and_keeps_known_ones(caplog: pytest.LogCapt
 def test_sanitize_drops_tools_of_unknown_type_and_reports_them() -> None:
     """A chat tool whose type the SDK does not know is dropped and reported; a function tool
     without strict (how SDKs write it) is kept (decision P10)."""
-    from aiostream_synth._removals import Removals
+    from aiostream_synth._params.removals import Removals
 
     removals = Removals()
     fn = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}

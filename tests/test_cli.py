@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiostream_synth._cli import _parser, config_from_args, main
+from aiostream_synth._proxy.cli import _parser, config_from_args, main
 
 
 def test_demo_streams_a_slow_turn_in_each_dialect(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,10 +21,10 @@ import openai
 import pytest
 
 from aiostream_synth import prepare_request
-from aiostream_synth._asgi import BackendCall
-from aiostream_synth._embedded import EmbeddedBackend
-from aiostream_synth._proxy import ProxyApp, ProxyConfig
-from aiostream_synth._usage import wire_responses_usage
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._proxy.embedded import EmbeddedBackend
+from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._wire.usage import wire_responses_usage
 
 from .servers import serve
 from .test_proxy import CHAT_TOOLS

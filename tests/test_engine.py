@@ -16,7 +16,7 @@ from aiostream_synth import (
     StreamOutcome,
     SynthesizedStream,
 )
-from aiostream_synth._chat_synthesis import chat_frames
+from aiostream_synth._dialects.chat.synthesis import chat_frames
 
 from .sse_parser import comments, parse
 

@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from aiostream_synth import BackendCall
-from aiostream_synth._proxy import ProxyApp, ProxyConfig
-from aiostream_synth._upstream import UpstreamBackend
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._proxy.upstream import UpstreamBackend
 
 from .fake_upstream import FakeUpstream
 from .servers import serve

@@ -21,8 +21,8 @@ from aiostream_synth import (
     validate_streaming_responses_params,
     wants_stream,
 )
-from aiostream_synth._pruning import delete_path
-from aiostream_synth._removals import Removals
+from aiostream_synth._params.pruning import delete_path
+from aiostream_synth._params.removals import Removals
 
 # Real Codex CLI 0.171.0 captures (personal paths replaced), copied from shared/fixtures.
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
@@ -598,7 +598,7 @@ def test_request_errors_name_the_parameter_path(body: dict[str, Any], param: str
 
 def test_params_dict_equals_model_dump_for_our_models() -> None:
     """The shallow read of a generated params model gives exactly model_dump(exclude_unset)."""
-    from aiostream_synth._params import params_dict
+    from aiostream_synth._params.models import params_dict
 
     cleaned, _ = sanitize_streaming_responses_body(_fixture("namespaced-tool-replay"))
     model = validate_streaming_responses_params(cleaned)

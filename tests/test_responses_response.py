@@ -20,7 +20,7 @@ from aiostream_synth import (
     synthesize_responses_keepalive_sse,
     synthesize_responses_sse,
 )
-from aiostream_synth._usage import wire_responses_usage
+from aiostream_synth._wire.usage import wire_responses_usage
 
 from .sse_parser import parse
 
@@ -110,7 +110,7 @@ def test_wire_usage_counters_come_from_the_installed_sdk() -> None:
     it requires is filled, and the result validates against it."""
     from openai.types.responses import ResponseUsage
 
-    from aiostream_synth._usage import required_counters
+    from aiostream_synth._wire.usage import required_counters
 
     tree = required_counters(ResponseUsage)
     assert tree["input_tokens_details"] == {"cached_tokens": None, "cache_write_tokens": None}
@@ -689,7 +689,10 @@ def test_sdk_stream_helper_accepts_keepalive_then_continuation(
 @pytest.mark.parametrize("include_created", [True, False])
 def test_cached_keepalive_matches_the_reference_builder(base: Any, include_created: bool) -> None:
     """The engine's pre-serialized keepalive frames equal responses_keepalive_frames'."""
-    from aiostream_synth._responses_synthesis import ResponsesKeepalive, responses_keepalive_frames
+    from aiostream_synth._dialects.responses.synthesis import (
+        ResponsesKeepalive,
+        responses_keepalive_frames,
+    )
 
     cached = ResponsesKeepalive("resp_k", base=base).frames(
         include_created=include_created, sequence_start=7

@@ -245,8 +245,8 @@ def test_the_startup_heap_is_frozen_before_serving(
     starts, so a full collection during a burst of finishing streams does not walk it."""
     import gc
 
-    from aiostream_synth import _serve
-    from aiostream_synth._proxy import ProxyConfig
+    from aiostream_synth._proxy import serve as _serve
+    from aiostream_synth._proxy.app import ProxyConfig
 
     frozen_at_start: list[int] = []
 
@@ -279,8 +279,8 @@ def test_every_server_listens_with_a_deep_accept_queue(
     import hypercorn.trio
     import uvicorn
 
-    from aiostream_synth import _serve
-    from aiostream_synth._proxy import ProxyConfig
+    from aiostream_synth._proxy import serve as _serve
+    from aiostream_synth._proxy.app import ProxyConfig
 
     backlogs: list[int] = []
 
@@ -307,8 +307,8 @@ def test_serve_lifts_and_reports_the_open_files_limit(
     import logging
     import resource
 
-    from aiostream_synth import _serve
-    from aiostream_synth._proxy import ProxyConfig
+    from aiostream_synth._proxy import serve as _serve
+    from aiostream_synth._proxy.app import ProxyConfig
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     monkeypatch.setattr(_serve, "_serve_one", lambda config: None)

@@ -12,61 +12,75 @@ Layers, each importing only those below it:
 
 from importlib.metadata import version as _version
 
-from ._asgi import BackendCall as BackendCall
-from ._asgi import CompletionBackend as CompletionBackend
-from ._asgi import StreamSettings as StreamSettings
-from ._asgi import SynthesizingApp as SynthesizingApp
-from ._chat_sanitize import sanitize_streaming_chat_body as sanitize_streaming_chat_body
-from ._chat_sanitize import validate_streaming_chat_params as validate_streaming_chat_params
-from ._chat_synthesis import CHAT_KEEPALIVE_FRAME as CHAT_KEEPALIVE_FRAME
-from ._chat_synthesis import chat_error_frame as chat_error_frame
-from ._chat_synthesis import synthesize_chat_completion_sse as synthesize_chat_completion_sse
-from ._dispatch import Dialect as Dialect
-from ._dispatch import wants_stream as wants_stream
-from ._engine import Backend as Backend
-from ._engine import ChatDialect as ChatDialect
-from ._engine import OnDisconnect as OnDisconnect
-from ._engine import ResponsesDialect as ResponsesDialect
-from ._engine import StreamOutcome as StreamOutcome
-from ._engine import SynthesizedStream as SynthesizedStream
-from ._errors import AiostreamSynthError as AiostreamSynthError
-from ._errors import BackendError as BackendError
-from ._errors import InvalidInputError as InvalidInputError
-from ._errors import InvalidRequestError as InvalidRequestError
-from ._errors import InvalidResultError as InvalidResultError
-from ._errors import InvalidSSEFieldError as InvalidSSEFieldError
-from ._errors import RequestError as RequestError
-from ._errors import StreamAborted as StreamAborted
-from ._failures import Failure as Failure
-from ._failures import classify_failure as classify_failure
-from ._namespaces import NamespaceMap as NamespaceMap
-from ._namespaces import flatten_namespace_tools as flatten_namespace_tools
-from ._namespaces import restore_namespace_tool_calls as restore_namespace_tool_calls
-from ._params import ChatCompletionParams as ChatCompletionParams
-from ._params import ResponsesParams as ResponsesParams
-from ._requests import PreparedRequest as PreparedRequest
-from ._requests import SanitizeOptions as SanitizeOptions
-from ._requests import prepare_request as prepare_request
-from ._responses_sanitize import (
+from aiostream_synth._dialects.chat.sanitize import (
+    sanitize_streaming_chat_body as sanitize_streaming_chat_body,
+)
+from aiostream_synth._dialects.chat.sanitize import (
+    validate_streaming_chat_params as validate_streaming_chat_params,
+)
+from aiostream_synth._dialects.chat.stream import ChatDialect as ChatDialect
+from aiostream_synth._dialects.chat.synthesis import CHAT_KEEPALIVE_FRAME as CHAT_KEEPALIVE_FRAME
+from aiostream_synth._dialects.chat.synthesis import chat_error_frame as chat_error_frame
+from aiostream_synth._dialects.chat.synthesis import (
+    synthesize_chat_completion_sse as synthesize_chat_completion_sse,
+)
+from aiostream_synth._dialects.prepared import Dialect as Dialect
+from aiostream_synth._dialects.registry import wants_stream as wants_stream
+from aiostream_synth._dialects.requests import PreparedRequest as PreparedRequest
+from aiostream_synth._dialects.requests import SanitizeOptions as SanitizeOptions
+from aiostream_synth._dialects.requests import prepare_request as prepare_request
+from aiostream_synth._dialects.responses.namespaces import NamespaceMap as NamespaceMap
+from aiostream_synth._dialects.responses.namespaces import (
+    flatten_namespace_tools as flatten_namespace_tools,
+)
+from aiostream_synth._dialects.responses.namespaces import (
+    restore_namespace_tool_calls as restore_namespace_tool_calls,
+)
+from aiostream_synth._dialects.responses.sanitize import (
     sanitize_streaming_responses_body as sanitize_streaming_responses_body,
 )
-from ._responses_sanitize import (
+from aiostream_synth._dialects.responses.sanitize import (
     validate_streaming_responses_params as validate_streaming_responses_params,
 )
-from ._responses_synthesis import Fidelity as Fidelity
-from ._responses_synthesis import is_responses_lifecycle_chunk as is_responses_lifecycle_chunk
-from ._responses_synthesis import (
+from aiostream_synth._dialects.responses.stream import ResponsesDialect as ResponsesDialect
+from aiostream_synth._dialects.responses.synthesis import Fidelity as Fidelity
+from aiostream_synth._dialects.responses.synthesis import (
+    is_responses_lifecycle_chunk as is_responses_lifecycle_chunk,
+)
+from aiostream_synth._dialects.responses.synthesis import (
     synthesize_responses_failure_sse as synthesize_responses_failure_sse,
 )
-from ._responses_synthesis import (
+from aiostream_synth._dialects.responses.synthesis import (
     synthesize_responses_keepalive_sse as synthesize_responses_keepalive_sse,
 )
-from ._responses_synthesis import synthesize_responses_sse as synthesize_responses_sse
-from ._shutdown import ShutdownSignal as ShutdownSignal
-from ._sse import DONE_FRAME as DONE_FRAME
-from ._sse import comment_frame as comment_frame
-from ._sse import data_frame as data_frame
-from ._sse import event_frame as event_frame
+from aiostream_synth._dialects.responses.synthesis import (
+    synthesize_responses_sse as synthesize_responses_sse,
+)
+from aiostream_synth._engine.shutdown import ShutdownSignal as ShutdownSignal
+from aiostream_synth._engine.stream import Backend as Backend
+from aiostream_synth._engine.stream import OnDisconnect as OnDisconnect
+from aiostream_synth._engine.stream import StreamOutcome as StreamOutcome
+from aiostream_synth._engine.stream import SynthesizedStream as SynthesizedStream
+from aiostream_synth._params.models import ChatCompletionParams as ChatCompletionParams
+from aiostream_synth._params.models import ResponsesParams as ResponsesParams
+from aiostream_synth._serving.asgi import BackendCall as BackendCall
+from aiostream_synth._serving.asgi import CompletionBackend as CompletionBackend
+from aiostream_synth._serving.asgi import StreamSettings as StreamSettings
+from aiostream_synth._serving.asgi import SynthesizingApp as SynthesizingApp
+from aiostream_synth._wire.errors import AiostreamSynthError as AiostreamSynthError
+from aiostream_synth._wire.errors import BackendError as BackendError
+from aiostream_synth._wire.errors import InvalidInputError as InvalidInputError
+from aiostream_synth._wire.errors import InvalidRequestError as InvalidRequestError
+from aiostream_synth._wire.errors import InvalidResultError as InvalidResultError
+from aiostream_synth._wire.errors import InvalidSSEFieldError as InvalidSSEFieldError
+from aiostream_synth._wire.errors import RequestError as RequestError
+from aiostream_synth._wire.errors import StreamAborted as StreamAborted
+from aiostream_synth._wire.failures import Failure as Failure
+from aiostream_synth._wire.failures import classify_failure as classify_failure
+from aiostream_synth._wire.sse import DONE_FRAME as DONE_FRAME
+from aiostream_synth._wire.sse import comment_frame as comment_frame
+from aiostream_synth._wire.sse import data_frame as data_frame
+from aiostream_synth._wire.sse import event_frame as event_frame
 
 __version__ = _version("aiostream-synth")
 

@@ -1,3 +1,3 @@
-from ._cli import main
+from aiostream_synth._proxy.cli import main
 
 raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""The dialect interface (decision P11): what the engine and the HTTP layers ask of a dialect.
+
+Two halves, each a small protocol:
+
+* :class:`StreamDialect` — a dialect's output options (``ChatDialect``, ``ResponsesDialect``,
+  ``AnthropicDialect``), passed to the engine. :meth:`StreamDialect.open_stream` gives the
+  :class:`DialectStream` of one stream: its keepalive frames, its result frames, its failure
+  frames after commit, and its error response before commit. The engine drives that and
+  nothing else; it never learns which dialect it streams.
+* :class:`DialectSpec` — a dialect as an HTTP API (one instance per dialect, found through
+  :mod:`aiostream_synth._dialects.registry`): its routes, which requests stream, request
+  preparation, the output options for a prepared request, its error shape, how a finished
+  response names its outcome.
+
+Adding a dialect adds a folder implementing both and one line in the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from aiostream_synth._wire.failures import Failure
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from aiostream_synth._dialects.requests import PreparedRequest, SanitizeOptions
+
+__all__ = [
+    "DialectSettings",
+    "DialectSpec",
+    "DialectStream",
+    "ErrorResponse",
+    "Outcome",
+    "StreamDialect",
+]
+
+#: How a finished response ended, as the proxy's metrics name it.
+Outcome = Literal["completed", "incomplete", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """An HTTP error in a dialect's own shape: status, JSON body, extra headers."""
+
+    status_code: int
+    body: dict[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class DialectStream(Protocol):
+    """One stream's frames in one dialect (created per stream; it may keep state, such as the
+    sequence numbers and response id of a Responses stream)."""
+
+    @property
+    def response_id(self) -> str | None:
+        """The id this stream's events carry, once known (None where the dialect has none)."""
+        ...
+
+    def keepalive_frames(self, now: float) -> list[bytes]:
+        """The frames of one keepalive tick at ``now`` (the engine's clock); ``[]`` sends
+        nothing (and so does not commit the stream)."""
+        ...
+
+    def result_frames(self, result: Any) -> list[bytes]:
+        """The whole stream (or its continuation) for the complete result; raises
+        :class:`~aiostream_synth.InvalidResultError` before producing any on a bad result."""
+        ...
+
+    def failure_frames(self, failure: Failure) -> list[bytes]:
+        """The terminal failure frames once the stream is committed."""
+        ...
+
+    def error_response(self, failure: Failure) -> ErrorResponse:
+        """The HTTP error for a failure before the stream is committed."""
+        ...
+
+
+class StreamDialect(Protocol):
+    """A dialect's output options, as the engine takes them."""
+
+    def open_stream(self) -> DialectStream:
+        """A fresh :class:`DialectStream` for one stream."""
+        ...
+
+
+class DialectSettings(Protocol):
+    """The output options a :class:`DialectSpec` reads when it opens a stream (the serving
+    layer's ``StreamSettings`` provides them)."""
+
+    @property
+    def chat_keepalive(self) -> Literal["comment", "none"]: ...
+    @property
+    def emit_reasoning_alias(self) -> bool: ...
+    @property
+    def responses_events(self) -> Literal["full", "minimal"]: ...
+    @property
+    def responses_keepalive(self) -> Literal["events", "comment"]: ...
+    @property
+    def anthropic_event_keepalive_s(self) -> float | None: ...
+    @property
+    def anthropic_unknown_blocks(self) -> Literal["drop", "passthrough"]: ...
+
+
+class DialectSpec(Protocol):
+    """A dialect as an HTTP API (see the module docstring)."""
+
+    #: The name backends see in :class:`~aiostream_synth.BackendCall` (``"chat"``...).
+    name: str
+    #: The paths it answers (``POST``), with and without ``/v1``.
+    paths: tuple[str, ...]
+    #: Where an upstream that speaks it is called, relative to its base URL.
+    upstream_path: str
+
+    def wants_stream(self, body: Any) -> bool:
+        """Whether ``body`` asks for a streamed answer."""
+        ...
+
+    def prepare(
+        self,
+        body: dict[str, Any],
+        *,
+        sanitize: SanitizeOptions,
+        params_model: type[BaseModel] | None,
+    ) -> PreparedRequest:
+        """A parsed body as the backend is to be called with it (raises ``RequestError``)."""
+        ...
+
+    def stream_dialect(self, prepared: PreparedRequest, settings: DialectSettings) -> StreamDialect:
+        """The output options for a prepared streaming request."""
+        ...
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        """An error in this dialect's shape (a refused request, a failed call)."""
+        ...
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The part of a body that identifies one generation: without ``stream`` and the
+        output-length limit (a client's retry may change them and still want the same answer)."""
+        ...
+
+    def response_headers(self) -> Mapping[str, str]:
+        """Headers every answer in this dialect carries (Anthropic's ``request-id``)."""
+        ...
+
+    def is_keepalive(self, body: bytes) -> bool:
+        """Whether a written chunk is liveness only (for the proxy's keepalive count)."""
+        ...
+
+    def outcome(self, last: bytes) -> Outcome:
+        """How a streamed response ended, from its last frame."""
+        ...

@@ -1,0 +1,1 @@
+"""Chat Completions: ``POST /v1/chat/completions``, ``chat.completion.chunk`` SSE."""

@@ -1,0 +1,102 @@
+"""Chat Completions as an HTTP API: ``POST /v1/chat/completions`` (the dialect's spec)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, Outcome
+from aiostream_synth._dialects.chat.sanitize import (
+    sanitize_streaming_chat_body,
+    validate_streaming_chat_params,
+)
+from aiostream_synth._dialects.chat.stream import ChatDialect
+from aiostream_synth._dialects.openai_errors import openai_error
+from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._params.models import params_dict
+from aiostream_synth._params.removals import Removals
+from aiostream_synth._wire.errors import RequestError
+from aiostream_synth._wire.sse import DONE_FRAME, KEEPALIVE_COMMENT
+
+__all__ = ["CHAT"]
+
+_NOT_IDENTIFYING = ("stream", "stream_options", "max_tokens", "max_completion_tokens")
+
+
+class ChatSpec:
+    """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
+
+    name: str = "chat"
+    paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
+    upstream_path: str = "/chat/completions"
+
+    def wants_stream(self, body: Any) -> bool:
+        """Only ``stream is True`` (B-D1): ``"true"`` or ``1`` stay on the strict path."""
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def prepare(
+        self,
+        body: dict[str, Any],
+        *,
+        sanitize: SanitizeOptions,
+        params_model: type[BaseModel] | None,
+    ) -> PreparedRequest:
+        if not self.wants_stream(body):
+            if body.get("stream") not in (None, False):
+                raise RequestError(
+                    400,
+                    "Invalid value for stream: expected true or false.",
+                    param="stream",
+                    code="invalid_type",
+                )
+            return PreparedRequest(dialect="chat", stream=False, params=body, body=body)
+        removals = Removals()
+        extra: dict[str, Any] = {} if params_model is None else {"params_model": params_model}
+        cleaned, include_usage = sanitize_streaming_chat_body(body, removals=removals, **extra)
+        try:
+            model = validate_streaming_chat_params(cleaned, removals=removals, **extra)
+        except ValidationError as exc:
+            raise validation_error(cleaned, exc, removals) from None
+        return PreparedRequest(
+            dialect="chat",
+            stream=True,
+            params=params_dict(model),
+            include_usage=include_usage,
+            removals=removals,
+            body=body,
+        )
+
+    def stream_dialect(self, prepared: PreparedRequest, settings: DialectSettings) -> ChatDialect:
+        return ChatDialect(
+            include_usage=prepared.include_usage,
+            keepalive=settings.chat_keepalive,
+            emit_reasoning_alias=settings.emit_reasoning_alias,
+        )
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        return openai_error(status_code, message, code=code, param=param, type=type)
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
+
+    def response_headers(self) -> Mapping[str, str]:
+        return {}
+
+    def is_keepalive(self, body: bytes) -> bool:
+        return body == KEEPALIVE_COMMENT
+
+    def outcome(self, last: bytes) -> Outcome:
+        return "completed" if last == DONE_FRAME else "failed"
+
+
+CHAT = ChatSpec()

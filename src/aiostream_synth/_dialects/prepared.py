@@ -1,0 +1,124 @@
+"""What request preparation produces, shared by every dialect (no I/O).
+
+A parsed body becomes a :class:`PreparedRequest` (what the backend is called with, and what was
+removed on the way, decision P10) or a :class:`~aiostream_synth.RequestError`: malformed JSON, a
+body that is not an object, a params validation error (400, ``param`` naming the path in the
+client's own body, OpenAI style: ``tools[0].name``), a body over the size limit (413, raised by
+the adapter that reads it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+from pydantic import ValidationError
+
+from aiostream_synth._dialects.responses.namespaces import NamespaceMap
+from aiostream_synth._params.removals import Removals, format_path
+from aiostream_synth._wire.errors import RequestError
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "Dialect",
+    "PreparedRequest",
+    "SanitizeOptions",
+    "parse_json_body",
+    "validation_error",
+]
+
+#: The dialects' names, as backends see them in ``BackendCall.dialect``.
+Dialect = Literal["chat", "responses", "anthropic"]
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SanitizeOptions:
+    """The Responses sanitizer switches (see :func:`sanitize_streaming_responses_body`)."""
+
+    drop_custom_tools: bool = False
+    drop_hosted_tools: bool = False
+    hoist_carrier_custom_tools: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedRequest:
+    """A request ready for the backend.
+
+    ``params`` is what the backend receives: for a streaming request the sanitized, validated
+    non-streaming params; otherwise the client's body as the dialect forwards it.
+    """
+
+    dialect: Dialect
+    stream: bool
+    params: dict[str, Any]
+    ns_map: NamespaceMap = field(default_factory=dict)
+    include_usage: bool = False
+    #: Skeleton fields for keepalive envelopes (``model`` and request echoes).
+    echo: dict[str, Any] = field(default_factory=dict)
+    #: Everything removed on the way (unknown fields and keys, tools and items of unknown type,
+    #: configured drops), with reasons; see :mod:`aiostream_synth._params.removals`.
+    removals: Removals = field(default_factory=Removals)
+    #: The client's parsed body (what coalescing identifies a generation by).
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The paths of everything removed (``client_metadata``, ``tools[8]``, ``input[0].id``)."""
+        return tuple(self.removals.paths)
+
+
+def parse_json_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 :class:`RequestError`."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(
+            400, f"We could not parse the JSON body of your request: {exc}"
+        ) from None
+    if not isinstance(body, dict):
+        raise RequestError(
+            400, f"The request body must be a JSON object, not {type(body).__name__}."
+        )
+    return body
+
+
+def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The literal path of an error location in ``body``, union-arm labels left out."""
+    parts: list[str | int] = []
+    node = body
+    last = len(loc) - 1
+    for i, part in enumerate(loc):
+        in_dict = isinstance(node, dict) and isinstance(part, str) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_dict or in_list:
+            node = node[part]
+        elif isinstance(node, dict) and i == last:
+            pass  # a missing field: the location's last part, not in the body
+        else:
+            continue  # a union-arm label (after a scalar, everything left is a label)
+        parts.append(part)
+    return tuple(parts)
+
+
+def validation_error(
+    body: dict[str, Any], exc: ValidationError, removals: Removals
+) -> RequestError:
+    """A 400 for the most specific error: the one whose location reaches deepest into the
+    body (the union arm that matched best), named by its path in the client's body."""
+    errors = exc.errors(include_url=False)
+    paths = [_literal_path(body, error["loc"]) for error in errors]
+    best = max(range(len(errors)), key=lambda i: len(paths[i]))
+    param = format_path(removals.original_path(paths[best])) or None
+    first = errors[best]
+    more = len(errors) - 1
+    suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+    return RequestError(
+        400,
+        f"Invalid value for {param or 'the request'}: {first['msg']}{suffix}",
+        param=param,
+        code=first["type"],
+    )

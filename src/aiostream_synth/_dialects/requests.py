@@ -1,0 +1,56 @@
+"""Request preparation for any dialect: bytes (or a parsed body) in, a prepared request out.
+
+The dialect's spec does the work (:meth:`~aiostream_synth._dialects.base.DialectSpec.prepare`);
+this is the one entry point the HTTP adapters and library users call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from aiostream_synth._dialects.prepared import (
+    DEFAULT_MAX_BODY_BYTES,
+    Dialect,
+    PreparedRequest,
+    SanitizeOptions,
+    parse_json_body,
+)
+from aiostream_synth._dialects.registry import spec_for
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "PreparedRequest",
+    "SanitizeOptions",
+    "parse_json_body",
+    "prepare_request",
+]
+
+_PARAMS_MODEL_OPTION = {"chat": "chat_params_model", "responses": "responses_params_model"}
+
+
+def prepare_request(
+    dialect: Dialect,
+    raw: bytes | dict[str, Any],
+    *,
+    sanitize: SanitizeOptions | None = None,
+    chat_params_model: type[BaseModel] | None = None,
+    responses_params_model: type[BaseModel] | None = None,
+) -> PreparedRequest:
+    """Parse, decide streaming, sanitize and validate one request (raises
+    :class:`~aiostream_synth.RequestError`).
+
+    A Responses body without ``input`` is forwarded (the upstream may answer it from
+    ``previous_response_id`` or ``prompt``), unlike the library's
+    :func:`validate_streaming_responses_params` default. ``*_params_model`` replace our strict
+    params models for that dialect.
+    """
+    spec = spec_for(dialect)
+    body = parse_json_body(raw) if isinstance(raw, bytes) else raw
+    models = {
+        "chat_params_model": chat_params_model,
+        "responses_params_model": responses_params_model,
+    }
+    model = models.get(_PARAMS_MODEL_OPTION.get(spec.name, ""))
+    return spec.prepare(body, sanitize=sanitize or SanitizeOptions(), params_model=model)

@@ -1,0 +1,134 @@
+"""Responses as an HTTP API: ``POST /v1/responses`` (the dialect's spec)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, Outcome
+from aiostream_synth._dialects.openai_errors import openai_error
+from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._dialects.responses.sanitize import (
+    sanitize_streaming_responses_body,
+    validate_streaming_responses_params,
+)
+from aiostream_synth._dialects.responses.stream import ResponsesDialect
+from aiostream_synth._dialects.responses.synthesis import is_responses_lifecycle_chunk
+from aiostream_synth._params.models import params_dict
+from aiostream_synth._params.removals import Removals
+from aiostream_synth._wire.sse import KEEPALIVE_COMMENT
+
+__all__ = ["RESPONSES"]
+
+#: Request fields echoed into the response skeleton sent with keepalive events.
+#: Small fields only: every keepalive repeats them (Codex's tool list alone is ~30 KB).
+_ECHO = (
+    "model",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "previous_response_id",
+    "reasoning",
+    "truncation",
+    "store",
+    "service_tier",
+    "prompt_cache_key",
+)
+_NOT_IDENTIFYING = ("stream", "stream_options", "max_output_tokens")
+
+
+class ResponsesSpec:
+    """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
+
+    name: str = "responses"
+    paths: tuple[str, ...] = ("/v1/responses", "/responses")
+    upstream_path: str = "/responses"
+
+    def wants_stream(self, body: Any) -> bool:
+        """Any truthy ``stream``, as the reference dispatch does (D5)."""
+        return isinstance(body, dict) and bool(body.get("stream"))
+
+    def prepare(
+        self,
+        body: dict[str, Any],
+        *,
+        sanitize: SanitizeOptions,
+        params_model: type[BaseModel] | None,
+    ) -> PreparedRequest:
+        """A body without ``input`` is forwarded (the upstream may answer it from
+        ``previous_response_id`` or ``prompt``), unlike the library's validator default."""
+        if not self.wants_stream(body):
+            return PreparedRequest(dialect="responses", stream=False, params=body, body=body)
+        removals = Removals()
+        extra: dict[str, Any] = {} if params_model is None else {"params_model": params_model}
+        cleaned, ns_map = sanitize_streaming_responses_body(
+            body,
+            sanitize.drop_custom_tools,
+            sanitize.drop_hosted_tools,
+            sanitize.hoist_carrier_custom_tools,
+            removals=removals,
+            **extra,
+        )
+        try:
+            model = validate_streaming_responses_params(
+                cleaned, require_input=False, removals=removals, **extra
+            )
+        except ValidationError as exc:
+            raise validation_error(cleaned, exc, removals) from None
+        return PreparedRequest(
+            dialect="responses",
+            stream=True,
+            params=params_dict(model),
+            ns_map=ns_map,
+            echo={key: body[key] for key in _ECHO if key in body},
+            removals=removals,
+            body=body,
+        )
+
+    def stream_dialect(
+        self, prepared: PreparedRequest, settings: DialectSettings
+    ) -> ResponsesDialect:
+        return ResponsesDialect(
+            ns_map=prepared.ns_map,
+            fidelity=settings.responses_events,
+            base=prepared.echo,
+            keepalive=settings.responses_keepalive,
+        )
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        return openai_error(status_code, message, code=code, param=param, type=type)
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
+
+    def response_headers(self) -> Mapping[str, str]:
+        return {}
+
+    def is_keepalive(self, body: bytes) -> bool:
+        """A comment, or ``created`` / ``in_progress`` events (one write may hold two)."""
+        if body == KEEPALIVE_COMMENT:
+            return True
+        blocks = body.split(b"\n\n")[:-1]
+        return bool(blocks) and all(is_responses_lifecycle_chunk(b + b"\n\n") for b in blocks)
+
+    def outcome(self, last: bytes) -> Outcome:
+        if last.startswith(b"event: response.completed"):
+            return "completed"
+        if last.startswith(b"event: response.incomplete"):
+            return "incomplete"
+        return "failed"
+
+
+RESPONSES = ResponsesSpec()

@@ -1,0 +1,171 @@
+"""Request coalescing: a client's retry attaches to the backend call already running for it.
+
+Claude Code re-sends a request without streaming after any mid-stream failure or watchdog abort,
+and the Codex CLI retries a dropped stream; each retry would otherwise start a second generation
+of minutes on the backend. A :class:`Coalescer` keys backend calls by the identifying part of the
+request (its body without ``stream`` and the output limit, plus the caller's credentials) and
+lets a later identical request *attach* to the earlier call instead of starting its own.
+
+Which requests attach (``mode``):
+
+* ``"retries"`` (default): a request attaches to a call that no client is waiting on any more
+  (its client left; the call lingers ``linger`` seconds for a retry before it is cancelled, or
+  finished while abandoned), or to a call that failed less than ``window`` seconds ago (the
+  retry gets the same failure at once). A call whose client is still connected is never shared:
+  RL and eval harnesses send identical requests at the same time on purpose, to sample several
+  answers, and each must get its own generation.
+* ``"all"``: any identical request attaches while the call runs (and within ``window`` after it
+  failed or was abandoned).
+* ``"off"``: every request calls the backend itself.
+
+The shared call runs in a task of a long-lived task group (the ASGI lifespan's), never in a
+client's own task, so it outlives the client that started it only by the linger. It is cancelled
+when no client is left and the linger runs out: nothing runs for nobody.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import orjson
+
+from aiostream_synth._wire.errors import StreamAborted
+
+__all__ = ["CoalesceMode", "Coalescer", "coalesce_key"]
+
+CoalesceMode = Literal["retries", "all", "off"]
+
+#: Request headers that identify the caller (a retry carries the same credentials).
+_CREDENTIALS = ("authorization", "x-api-key")
+
+
+def coalesce_key(dialect: str, identifying: Mapping[str, Any], headers: Mapping[str, str]) -> bytes:
+    """A digest of what identifies one generation: the dialect, the identifying part of the body
+    (canonical JSON) and the caller's credentials."""
+    credentials = [headers.get(name, "") for name in _CREDENTIALS]
+    try:
+        canonical = orjson.dumps([dialect, identifying, credentials], option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        canonical = repr((dialect, identifying, credentials)).encode("utf-8", "replace")
+    return hashlib.sha256(canonical).digest()
+
+
+class _SharedCall:
+    """One backend call and the clients waiting on it."""
+
+    __slots__ = ("abandoned", "clients", "done", "error", "result", "scope")
+
+    def __init__(self) -> None:
+        self.clients = 0
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        #: The call's cancel scope; its deadline is the linger once every client has left.
+        self.scope = anyio.CancelScope()
+        #: Every client left before the call finished.
+        self.abandoned = False
+
+    def attachable(self, mode: CoalesceMode) -> bool:
+        if not self.done.is_set():
+            return mode == "all" or self.clients == 0
+        return self.error is not None or self.abandoned
+
+
+class Coalescer:
+    """Shares backend calls between identical requests (see the module docstring)."""
+
+    def __init__(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        mode: CoalesceMode = "retries",
+        linger: float = 0.5,
+        window: float = 10.0,
+    ) -> None:
+        if mode not in ("retries", "all", "off"):
+            raise ValueError("mode must be 'retries', 'all' or 'off'")
+        self._group = task_group
+        self._mode = mode
+        self._linger = linger
+        self._window = window
+        self._calls: dict[bytes, _SharedCall] = {}
+        #: How many requests attached to a call another request started (for tests and metrics).
+        self.attached = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Calls still running (or remembered within their window)."""
+        return len(self._calls)
+
+    def backend(
+        self, key: bytes, call: Callable[[], Awaitable[Any]]
+    ) -> Callable[[], Awaitable[Any]]:
+        """The backend function a request uses: it attaches to the call under ``key`` when it
+        may, else starts ``call`` as a new shared call."""
+        if self._mode == "off":
+            return call
+
+        async def join() -> Any:
+            shared = self._calls.get(key)
+            if shared is not None and shared.attachable(self._mode):
+                self.attached += 1
+            else:
+                shared = _SharedCall()
+                self._calls[key] = shared
+                self._group.start_soon(self._run, key, shared, call)
+            return await self._wait(shared)
+
+        return join
+
+    async def _wait(self, shared: _SharedCall) -> Any:
+        shared.clients += 1
+        shared.scope.deadline = float("inf")  # a client is here: no linger
+        try:
+            await shared.done.wait()
+        finally:
+            shared.clients -= 1
+            if shared.clients == 0 and not shared.done.is_set():
+                shared.abandoned = True
+                shared.scope.deadline = anyio.current_time() + self._linger
+        if shared.error is not None:
+            raise _copy(shared.error)
+        return shared.result
+
+    async def _run(
+        self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]
+    ) -> None:
+        returned = False
+        try:
+            with shared.scope:
+                try:
+                    shared.result = await call()
+                    returned = True
+                except Exception as exc:  # any backend failure is every client's outcome
+                    shared.error = exc
+        finally:
+            if not returned and shared.error is None:  # cancelled: by the linger, or from outside
+                shared.error = StreamAborted("every client left; the backend call was cancelled")
+            shared.done.set()
+        cancelled = shared.scope.cancelled_caught
+        if not cancelled and (shared.error is not None or shared.abandoned):
+            # Remembered for a retry: a failure, or a result nobody was waiting for any more.
+            await anyio.sleep(self._window)
+        self._forget(key, shared)
+
+    def _forget(self, key: bytes, shared: _SharedCall) -> None:
+        if self._calls.get(key) is shared:
+            del self._calls[key]
+
+
+def _copy(error: BaseException) -> BaseException:
+    """A copy of a shared failure for one client (raising one object in several tasks would
+    tangle their tracebacks); the original when it cannot be copied."""
+    try:
+        return copy.copy(error)
+    except Exception:  # an exception type copy cannot rebuild
+        return error

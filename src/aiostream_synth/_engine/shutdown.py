@@ -1,0 +1,58 @@
+"""Graceful shutdown for streams: our own signal, independent of any server's global state.
+
+:class:`ShutdownSignal` tracks the streams an application has open. ``await shutdown(drain)``
+refuses new streams, lets open ones finish for up to ``drain`` seconds, then aborts the rest,
+each ending with its dialect's terminal failure ("server shutting down") instead of being cut.
+It is plain anyio, so it works the same on asyncio and trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+
+from aiostream_synth._engine.stream import SynthesizedStream
+
+__all__ = ["ShutdownSignal"]
+
+
+class ShutdownSignal:
+    """Tracks open streams; ends them cleanly on shutdown."""
+
+    def __init__(self) -> None:
+        self._streams: set[SynthesizedStream] = set()
+        self._closing = False
+        self._drained: anyio.Event | None = None
+
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`shutdown` started: adapters refuse new streams (503)."""
+        return self._closing
+
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
+    @contextmanager
+    def track(self, stream: SynthesizedStream) -> Iterator[None]:
+        """Register ``stream`` for the duration of the block (an adapter's request)."""
+        self._streams.add(stream)
+        try:
+            yield
+        finally:
+            self._streams.discard(stream)
+            if not self._streams and self._drained is not None:
+                self._drained.set()
+
+    async def shutdown(
+        self, drain_timeout: float = 30.0, message: str = "server shutting down"
+    ) -> int:
+        """Refuse new streams, wait up to ``drain_timeout`` s, abort what is left; return how many."""
+        self._closing = True
+        if self._streams:
+            self._drained = anyio.Event()
+            with anyio.move_on_after(drain_timeout):
+                await self._drained.wait()
+        return sum(stream.abort(message) for stream in list(self._streams))

@@ -1,0 +1,364 @@
+"""The engine: keepalive while one backend call computes the complete result, then its stream.
+
+:class:`SynthesizedStream` is an async context manager that owns exactly one task — the
+backend call — in an anyio task group, so it runs on asyncio and trio. The keepalive timer is
+not a second task: it lives in the consumer's own ``__anext__``, which waits for the backend's
+completion event under a deadline set to the next keepalive tick. Consequences:
+
+* backpressure is structural: a frame exists only when the consumer asks for one, so nothing
+  is ever buffered for a slow or stalled reader (a reader that never reads gets zero frames);
+* the backend's completion cancels the tick wait once, by setting the event;
+* no ``yield`` happens inside a task group or cancel scope (decision P9, PEP 789): the task
+  group is entered in ``__aenter__`` and left in ``__aexit__`` of the same task.
+
+The engine knows no dialect by name (decision P11): it asks a
+:class:`~aiostream_synth._dialects.base.DialectStream` for keepalive, result and failure frames
+and for the error response before commit. The contract (race, exits, policies) is drawn in
+ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, NoReturn, TypeAlias
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+
+from aiostream_synth._dialects.base import DialectStream, StreamDialect
+from aiostream_synth._engine.tick import TickWait
+from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
+from aiostream_synth._wire.failures import Failure, classify_failure
+
+__all__ = [
+    "Backend",
+    "OnDisconnect",
+    "StreamOutcome",
+    "SynthesizedStream",
+    "raise_collapsed",
+]
+
+_BACKEND_TASK_NAME = "aiostream_synth backend call"  # given, so no name is built per spawn
+
+#: An async callable returning the complete result (a dict or a pydantic model).
+Backend: TypeAlias = Callable[[], Awaitable[Any]]
+OnDisconnect = Literal["cancel", "finish"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOutcome:
+    """What became of an abandoned stream's backend call (``finish`` policy callback)."""
+
+    result: Any = None
+    error: BaseException | None = None
+
+
+def raise_collapsed(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise a task group's one-member exception group as that member (starlette's habit),
+    its own cause intact, so callers see the same exception on asyncio and trio; a group of
+    several is re-raised as it is. Used at every public boundary that owns a task group."""
+    if len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        raise inner from inner.__cause__
+    raise group
+
+
+class SynthesizedStream:
+    """Keepalive ⟂ backend, consumed as an async iterator of ready-to-send SSE frames (bytes).
+
+    ::
+
+        async with SynthesizedStream(call_backend, ResponsesDialect(), keepalive_interval=10) as frames:
+            async for frame in frames:
+                await send(frame)
+
+    * Lazy commit: nothing is produced before the first tick. A result that arrives earlier
+      yields just its synthesized stream; a failure that arrives earlier raises
+      :class:`BackendError` (HTTP status + OpenAI error body) from the first ``__anext__``.
+    * After commit a failure becomes the dialect's terminal failure frames (decision P6).
+    * ``timeout`` bounds the backend call; on expiry it is cancelled and fails as a timeout.
+    * Leaving the context before the stream ended (consumer gone): ``on_disconnect="cancel"``
+      cancels the backend call; ``"finish"`` waits up to ``finish_timeout`` for it, hands the
+      outcome to ``on_abandoned`` and cancels it if the time runs out.
+    * ``task_group``: by default each stream opens its own task group for its backend task.
+      A server holding thousands of waiting streams can pass one long-lived task group (for
+      example opened in its lifespan) to spawn every backend task into, which saves that
+      group's bookkeeping per stream (about 1 KB). The stream still never outlives its task:
+      leaving the context cancels it (or, under ``"finish"``, waits as above) and waits for it
+      to end. An exception other than :class:`Exception` from the backend then reaches the
+      shared group instead of this context.
+    """
+
+    __slots__ = (
+        "_backend",
+        "_backend_task",
+        "_cancelled_by",
+        "_committed",
+        "_deadline",
+        "_done",
+        "_done_event",
+        "_entered",
+        "_error",
+        "_finish_timeout",
+        "_finished",
+        "_interval",
+        "_keepalives",
+        "_next_tick",
+        "_on_abandoned",
+        "_on_disconnect",
+        "_out",
+        "_own_group",
+        "_pending",
+        "_result",
+        "_task_group",
+        "_tick",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        backend: Backend,
+        dialect: StreamDialect,
+        *,
+        keepalive_interval: float = 10.0,
+        timeout: float | None = None,
+        on_disconnect: OnDisconnect = "cancel",
+        finish_timeout: float = 60.0,
+        on_abandoned: Callable[[StreamOutcome], object] | None = None,
+        task_group: anyio.abc.TaskGroup | None = None,
+    ) -> None:
+        if keepalive_interval <= 0:
+            raise ValueError("keepalive_interval must be positive")
+        if on_disconnect not in ("cancel", "finish"):
+            raise ValueError("on_disconnect must be 'cancel' or 'finish'")
+        self._backend = backend
+        self._out: DialectStream = dialect.open_stream()
+        self._interval = keepalive_interval
+        self._timeout = timeout
+        self._on_disconnect = on_disconnect
+        self._finish_timeout = finish_timeout
+        self._on_abandoned = on_abandoned
+        self._done = False
+        # Waiters on completion: the consumer's tick sleep (woken once by the backend's
+        # completion) and, only under the finish policy, an Event created on demand.
+        self._tick: TickWait | None = None
+        self._done_event: anyio.Event | None = None
+        self._backend_task: anyio.TaskHandle[None] | None = None
+        self._cancelled_by: Exception | None = None  # why the backend task was cancelled
+        self._deadline = float("inf")  # the backend call's, on the anyio clock
+        self._result: Any = None
+        self._error: Exception | None = None
+        self._task_group = task_group
+        self._own_group = task_group is None
+        self._pending: list[bytes] = []  # reversed: the next frame is at the end
+        self._next_tick = 0.0
+        self._keepalives = 0
+        self._committed = False
+        self._finished = False
+        self._entered = False
+
+    # -- observable state -------------------------------------------------------------------
+    @property
+    def committed(self) -> bool:
+        """Whether a frame has been handed out (an HTTP layer has sent its headers)."""
+        return self._committed
+
+    @property
+    def keepalives_sent(self) -> int:
+        """Keepalive ticks that produced frames."""
+        return self._keepalives
+
+    @property
+    def response_id(self) -> str | None:
+        """The id the stream's events carry (a Responses or Messages id; None for chat)."""
+        return self._out.response_id
+
+    # -- context management -----------------------------------------------------------------
+    async def __aenter__(self) -> SynthesizedStream:
+        if self._entered:
+            raise RuntimeError("a SynthesizedStream can only be entered once")
+        self._entered = True
+        task_group = self._task_group
+        if task_group is None:
+            task_group = self._task_group = anyio.create_task_group()
+            await task_group.__aenter__()
+        self._tick = TickWait()
+        now = anyio.current_time()
+        self._next_tick = now + self._interval
+        if self._timeout is not None:
+            self._deadline = now + self._timeout
+        self._backend_task = task_group.start_soon(self._run_backend, name=_BACKEND_TASK_NAME)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        task_group = self._task_group
+        assert task_group is not None
+        assert self._backend_task is not None
+        if not self._done:
+            if self._on_disconnect == "finish":
+                give_up = min(anyio.current_time() + self._finish_timeout, self._deadline)
+                with anyio.move_on_after(give_up - anyio.current_time(), shield=True):
+                    await self._wait_done()
+                if not self._backend_done() and give_up >= self._deadline:
+                    # The backend's own deadline came first: it ends as a timeout.
+                    self._cancel_backend(self._timeout_error())
+                    with anyio.CancelScope(shield=True):
+                        await self._wait_done()
+                if self._backend_done():
+                    self._report_abandoned()
+            if not self._own_group:
+                self._backend_task.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._wait_done()  # nothing outlives the context
+                return None
+            task_group.cancel_scope.cancel()
+        if not self._own_group:
+            return None
+        try:
+            return await task_group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            raise_collapsed(group)
+
+    async def _wait_done(self) -> None:
+        if self._done_event is None:
+            self._done_event = anyio.Event()
+        if not self._done:
+            await self._done_event.wait()
+
+    def _backend_done(self) -> bool:
+        # A method, not the attribute, so type checkers do not assume it cannot change
+        # across an await.
+        return self._done
+
+    def _report_abandoned(self) -> None:
+        if self._on_abandoned is not None:
+            self._on_abandoned(StreamOutcome(self._result, self._error))
+
+    async def _run_backend(self) -> None:
+        # No cancel scope of its own: abort() and the deadline cancel the task's handle and
+        # say why in ``_cancelled_by`` first; leaving the context cancels the task group.
+        returned = False
+        try:
+            result = self._backend()
+            self._result = await result if inspect.isawaitable(result) else result
+            returned = True
+        except Exception as exc:  # any backend failure becomes the outcome
+            self._error = exc
+        finally:
+            if self._cancelled_by is not None:
+                self._error = self._cancelled_by
+            elif not returned and self._error is None:
+                # Cancelled from outside (a shared task group shutting down): a failure, so
+                # the consumer never synthesizes from a result that does not exist.
+                self._error = StreamAborted("the backend call was cancelled")
+            self._done = True
+            if self._tick is not None:
+                self._tick.wake()
+            if self._done_event is not None:
+                self._done_event.set()
+
+    def _cancel_backend(self, reason: Exception) -> bool:
+        if self._done or self._backend_task is None:
+            return False
+        self._cancelled_by = reason
+        self._backend_task.cancel()
+        return True
+
+    def _timeout_error(self) -> TimeoutError:
+        return TimeoutError(f"no result within {self._timeout:g} s")
+
+    def abort(self, message: str = "server shutting down") -> bool:
+        """End the stream on purpose: cancel the backend call and finish with a failure.
+
+        Before commit the consumer gets :class:`BackendError` (503); after commit the
+        dialect's terminal failure frames carrying ``message``. Returns False (and does
+        nothing) when the backend already finished: that stream ends normally.
+        """
+        return self._cancel_backend(StreamAborted(message))
+
+    # -- iteration ----------------------------------------------------------------------------
+    def __aiter__(self) -> SynthesizedStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._backend_task is None:
+            raise RuntimeError("iterate a SynthesizedStream inside 'async with'")
+        if self._pending:
+            await anyio.lowlevel.checkpoint()
+            return self._take()
+        if self._finished:
+            raise StopAsyncIteration
+        tick = self._tick
+        assert tick is not None
+        while not self._done:
+            # Sleep until the next tick; the backend's completion ends this sleep early, once.
+            # The deadline is one more wake-up time of this sleep (not a scope in the backend
+            # task); which of the two was asked for decides, not a clock reading.
+            deadline_first = self._deadline <= self._next_tick
+            await tick.until(self._deadline if deadline_first else self._next_tick)
+            if self._backend_done():
+                break
+            if deadline_first:
+                # The cancelled backend ends the wait with a timeout error.
+                self._deadline = float("inf")
+                self._cancel_backend(self._timeout_error())
+                continue
+            now = anyio.current_time()
+            self._next_tick = max(self._next_tick + self._interval, now)
+            frames = self._out.keepalive_frames(now)
+            if frames:
+                self._keepalives += 1
+                return self._take(frames)
+        self._finished = True
+        return self._take(self._final_frames())
+
+    def drain_ready(self) -> list[bytes]:
+        """The frames already synthesized behind the one ``__anext__`` just returned, in order.
+
+        For writers that send several frames in one write (one ASGI message instead of one per
+        event). Nothing is computed or awaited: these frames exist already (the rest of a
+        keepalive tick, or of the complete result), so backpressure is unchanged.
+        """
+        ready = self._pending[::-1]
+        self._pending = []
+        return ready
+
+    def _take(self, frames: list[bytes] | None = None) -> bytes:
+        if frames is not None:
+            frames.reverse()
+            self._pending = frames
+        self._committed = True
+        return self._pending.pop()
+
+    def _final_frames(self) -> list[bytes]:
+        if self._error is None:
+            try:
+                return self._out.result_frames(self._result)
+            except InvalidResultError as exc:
+                self._error = exc
+        failure = self._classify(self._error)
+        if not self._committed:
+            response = self._out.error_response(failure)
+            raise BackendError(
+                response.status_code, response.body, headers=response.headers
+            ) from self._error
+        return self._out.failure_frames(failure)
+
+    @staticmethod
+    def _classify(error: Exception) -> Failure:
+        if isinstance(error, InvalidResultError):
+            return Failure(502, "server_error", f"the backend returned an invalid result: {error}")
+        return classify_failure(error)

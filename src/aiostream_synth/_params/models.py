@@ -1,0 +1,102 @@
+"""Our strict non-streaming params models for both dialects (decision P3).
+
+``ChatCompletionParams`` and ``ResponsesParams`` are pydantic models generated from the
+installed openai SDK's ``CompletionCreateParamsNonStreaming`` / ``ResponseCreateParamsNonStreaming``
+(via :mod:`._strict_types`): the same top-level fields, unknown keys forbidden at every level.
+Their field sets decide what the sanitizers keep. Callers may pass their own model instead; the
+per-item validators (one tool spec, one input item) are then derived from that model's fields.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import typing_extensions
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+from aiostream_synth._params.strict import list_item_type, strict_type
+
+__all__ = [
+    "CHAT_PROVIDER_EXTENSION_FIELDS",
+    "ChatCompletionParams",
+    "ResponsesParams",
+    "item_adapter",
+    "param_fields",
+    "params_dict",
+]
+
+#: Provider extensions a strict non-streaming chat path may accept, never the streaming one (B-C02).
+CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", "output_config"})
+
+
+def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
+    """A model whose top-level required fields are the SDK's and whose nested objects are
+    the relaxed mirrors (decision P10: a missing nested key is never an error)."""
+    required = set(strict_type(source).__required_keys__)
+    strict = strict_type(source, relaxed=True)
+    hints = typing_extensions.get_type_hints(strict, include_extras=True)
+    fields: dict[str, Any] = {}
+    for key, hint in hints.items():
+        inner = typing_extensions.get_args(hint)[0]
+        fields[key] = (inner, ...) if key in required else (inner, None)
+    model = create_model(
+        name,
+        __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+        __doc__=doc,
+        __module__="aiostream_synth",
+        **fields,
+    )
+    return model  # type: ignore[no-any-return]
+
+
+ChatCompletionParams: type[BaseModel] = _model_from_typeddict(
+    "ChatCompletionParams",
+    CompletionCreateParamsNonStreaming,
+    "Strict non-streaming Chat Completions create params, mirrored from the installed openai SDK.",
+)
+ResponsesParams: type[BaseModel] = _model_from_typeddict(
+    "ResponsesParams",
+    ResponseCreateParamsNonStreaming,
+    "Strict non-streaming Responses create params, mirrored from the installed openai SDK.",
+)
+
+
+@cache
+def param_fields(model: type[BaseModel]) -> frozenset[str]:
+    """Top-level field names (wire names) of a params model."""
+    return frozenset((field.alias or name) for name, field in model.model_fields.items())
+
+
+def _list_item(model: type[BaseModel], field: str) -> Any | None:
+    info = model.model_fields.get(field)
+    return None if info is None else list_item_type(info.annotation)
+
+
+@cache
+def item_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
+    """A validator for one element of the list-valued field ``field`` (``tools``, ``input``)."""
+    item = _list_item(model, field)
+    return None if item is None else TypeAdapter(item)
+
+
+@cache
+def list_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any] | None:
+    """A validator for the whole list of ``field`` at once (one call on the happy path)."""
+    item = _list_item(model, field)
+    list_type: Any = list
+    return None if item is None else TypeAdapter(list_type[item])
+
+
+def params_dict(params: BaseModel) -> dict[str, Any]:
+    """The validated params as the dict a backend is sent (the fields the request set).
+
+    For our generated models every field value is already plain JSON data (TypedDicts validate
+    to dicts), so the set fields are read directly; ``model_dump`` would walk and copy the whole
+    40 KB of a Codex request again (~30 µs). Other models are dumped normally.
+    """
+    if type(params) in (ChatCompletionParams, ResponsesParams):
+        return {name: getattr(params, name) for name in params.model_fields_set}
+    return params.model_dump(exclude_unset=True, by_alias=True)

@@ -1,0 +1,344 @@
+"""The proxy: a streaming front for any non-streaming OpenAI-compatible backend.
+
+:class:`ProxyApp` is the ASGI application behind ``aiostream-synth serve``; it is importable and
+testable without a server. Routes:
+
+* ``POST /v1/chat/completions``, ``POST /v1/responses`` — the native ASGI path
+  (:class:`SynthesizingApp`) in front of the upstream, or of the embedded model;
+* ``GET /v1/models`` — the upstream's list, or the embedded model;
+* ``GET /healthz``, ``GET /metrics`` (Prometheus text; process-local).
+
+With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 in OpenAI's
+shape otherwise). Every request logs one line on ``aiostream_synth.proxy``: dialect, streaming
+or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected),
+status, upstream latency, keepalives, bytes, and what the request lost on the way (at WARNING
+when that is more than client bookkeeping and replay ids, decision P10).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiostream_synth._dialects.base import DialectSpec
+from aiostream_synth._dialects.requests import (
+    DEFAULT_MAX_BODY_BYTES,
+    PreparedRequest,
+    SanitizeOptions,
+)
+from aiostream_synth._engine.stream import OnDisconnect
+from aiostream_synth._params.removals import Removals
+from aiostream_synth._proxy.embedded import EMBEDDED_MODEL, EmbeddedBackend
+from aiostream_synth._proxy.metrics import Metrics
+from aiostream_synth._proxy.upstream import UpstreamBackend
+from aiostream_synth._serving.asgi import (
+    BackendCall,
+    CompletionBackend,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    StreamSettings,
+    SynthesizingApp,
+    request_headers,
+    send_json,
+)
+from aiostream_synth._wire.errors import RequestError
+from aiostream_synth._wire.failures import classify_failure
+
+__all__ = ["ProxyApp", "ProxyConfig"]
+
+LOG = logging.getLogger("aiostream_synth.proxy")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyConfig:
+    """Everything ``aiostream-synth serve`` can be told (each also from the environment)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Base URL of an OpenAI-compatible server answering non-streaming; None = embedded model.
+    upstream: str | None = None
+    upstream_api_key: str | None = None
+    forward_authorization: bool = False
+    connect_timeout: float = 10.0
+    #: Upstream read timeout, seconds. None: none of its own, the call is bounded by ``timeout``
+    #: (a non-streaming upstream sends nothing until it is done, so a shorter read timeout
+    #: would silently cut every turn below the deadline).
+    read_timeout: float | None = None
+    upstream_retries: int = 0
+    #: Cap on concurrent upstream calls; None: no cap (one connection per open stream).
+    upstream_max_connections: int | None = None
+    #: Inbound bearer token; None accepts every request.
+    api_key: str | None = None
+    keepalive_s: float = 10.0
+    responses_events: Literal["full", "minimal"] = "full"
+    #: "comment" sends SSE comments instead of keepalive events (Codex's idle timer ignores them).
+    responses_keepalive: Literal["events", "comment"] = "events"
+    chat_keepalive: Literal["comment", "none"] = "comment"
+    #: Total deadline per backend call, seconds; None for no deadline.
+    timeout: float | None = 1800.0
+    on_disconnect: OnDisconnect = "cancel"
+    drop_custom_tools: bool = False
+    drop_hosted_tools: bool = False
+    hoist_carrier_custom_tools: bool = False
+    drain_timeout: float = 30.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    workers: int = 1
+    server: Literal["uvicorn", "hypercorn"] = "uvicorn"
+    #: "auto": uvloop when installed, else asyncio.
+    loop: Literal["auto", "asyncio", "uvloop", "trio"] = "auto"
+    log_level: str = "info"
+    #: The embedded model's name.
+    model: str = EMBEDDED_MODEL
+
+
+@dataclass
+class _Record:
+    """What one request did, for its log line and the metrics."""
+
+    spec: DialectSpec
+    start: float = field(default_factory=time.monotonic)
+    stream: bool = False
+    status: int = 0
+    outcome: str = ""
+    keepalives: int = 0
+    bytes_sent: int = 0
+    last_frame: bytes = b""
+    upstream_latency: float | None = None
+    client_gone: bool = False
+    finished: bool = False
+    removals: Removals | None = None
+
+
+_current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
+    "aiostream_synth_record", default=None
+)
+
+
+def _keepalive_frames(body: bytes) -> int:
+    return body.count(b"\n\n")
+
+
+def _outcome(record: _Record) -> str:
+    if record.client_gone and not record.finished:
+        return "client_gone"
+    if not record.finished:
+        return "cancelled"
+    if not record.stream:
+        return (
+            "completed"
+            if record.status < 400
+            else ("rejected" if record.upstream_latency is None else "failed")
+        )
+    # One write may carry several frames: the outcome is named by the last of them.
+    cut = record.last_frame.rfind(b"\n\n", 0, -2)
+    last = record.last_frame if cut < 0 else record.last_frame[cut + 2 :]
+    return record.spec.outcome(last)
+
+
+class ProxyApp:
+    """The ASGI application of ``aiostream-synth serve`` (see the module docstring)."""
+
+    def __init__(
+        self, config: ProxyConfig | None = None, *, backend: CompletionBackend | None = None
+    ) -> None:
+        self.config = config = config or ProxyConfig()
+        self.upstream: UpstreamBackend | None = None
+        if backend is None:
+            if config.upstream:
+                self.upstream = UpstreamBackend(
+                    config.upstream,
+                    api_key=config.upstream_api_key,
+                    forward_authorization=config.forward_authorization,
+                    connect_timeout=config.connect_timeout,
+                    read_timeout=config.read_timeout,
+                    max_retries=config.upstream_retries,
+                    max_connections=config.upstream_max_connections,
+                )
+                backend = self.upstream
+            else:
+                backend = EmbeddedBackend(config.model)
+        elif isinstance(backend, UpstreamBackend):
+            self.upstream = backend
+        self.backend: CompletionBackend = backend
+        self.metrics = Metrics()
+        settings = StreamSettings(
+            keepalive_interval=config.keepalive_s,
+            timeout=config.timeout,
+            on_disconnect=config.on_disconnect,
+            responses_events=config.responses_events,
+            responses_keepalive=config.responses_keepalive,
+            chat_keepalive=config.chat_keepalive,
+            sanitize=SanitizeOptions(
+                drop_custom_tools=config.drop_custom_tools,
+                drop_hosted_tools=config.drop_hosted_tools,
+                hoist_carrier_custom_tools=config.hoist_carrier_custom_tools,
+            ),
+            max_body_bytes=config.max_body_bytes,
+            on_prepared=self._prepared,
+            log_removals=False,  # the request line below carries them
+        )
+        self.synth = SynthesizingApp(
+            self._timed_backend, settings, drain_timeout=config.drain_timeout
+        )
+        self.shutdown = self.synth.shutdown
+
+    # -- backend and request hooks -------------------------------------------------------------
+    async def _timed_backend(self, call: BackendCall) -> Any:
+        record = _current.get()
+        start = time.monotonic()
+        try:
+            return await self.backend(call)
+        finally:
+            if record is not None:
+                record.upstream_latency = time.monotonic() - start
+
+    @staticmethod
+    def _prepared(prepared: PreparedRequest) -> None:
+        record = _current.get()
+        if record is not None:
+            record.stream = prepared.stream
+            record.removals = prepared.removals
+
+    # -- ASGI ---------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.synth(scope, receive, send)
+            if self.upstream is not None:
+                await self.upstream.aclose()
+            return
+        if scope["type"] != "http":
+            return
+        path = scope["path"].rstrip("/") or "/"
+        method = scope["method"]
+        if method == "GET" and path == "/healthz":
+            await send_json(
+                send, 200, {"status": "shutting down" if self.shutdown.closing else "ok"}
+            )
+            return
+        if method == "GET" and path == "/metrics":
+            body = self.metrics.render().encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        if not self._authorized(scope):
+            error = RequestError(401, "Incorrect API key provided.", code="invalid_api_key")
+            await send_json(send, 401, error.body)
+            return
+        if method == "GET" and path in ("/v1/models", "/models"):
+            await self._models(scope, send)
+            return
+        spec = self.synth.routes.get(path)
+        if spec is None or method != "POST":
+            await self.synth(scope, receive, send)
+            return
+        await self._instrumented(spec, scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.config.api_key is None:
+            return True
+        given = request_headers(scope).get("authorization", "")
+        expected = f"Bearer {self.config.api_key}"
+        return hmac.compare_digest(given.encode(), expected.encode())
+
+    async def _models(self, scope: Scope, send: Send) -> None:
+        if self.upstream is None:
+            await send_json(
+                send,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.config.model,
+                            "object": "model",
+                            "created": 0,
+                            "owned_by": "aiostream-synth",
+                        }
+                    ],
+                },
+            )
+            return
+        try:
+            listing = await self.upstream.models(request_headers(scope))
+        except Exception as exc:  # upstream failure: its status, OpenAI's shape
+            failure = classify_failure(exc)
+            await send_json(send, failure.status_code, failure.body())
+            return
+        await send_json(send, 200, listing)
+
+    async def _instrumented(
+        self, spec: DialectSpec, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        record = _Record(spec)
+        dialect = spec.name
+        token = _current.set(record)
+
+        async def watched_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not record.finished:
+                record.client_gone = True
+            return message
+
+        async def counted_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                record.status = int(message["status"])
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                if body:
+                    record.bytes_sent += len(body)
+                    record.last_frame = body
+                    # A liveness frame while the backend still works is a keepalive (the
+                    # synthesized stream's own created / in_progress events come after it).
+                    waiting = record.upstream_latency is None
+                    if waiting and spec.is_keepalive(body):
+                        record.keepalives += _keepalive_frames(body)
+                if not message.get("more_body", False):
+                    record.finished = True
+            await send(message)
+
+        try:
+            await self.synth(scope, watched_receive, counted_send)
+        finally:
+            _current.reset(token)
+            record.outcome = _outcome(record)
+            duration = time.monotonic() - record.start
+            self.metrics.record(
+                dialect,
+                record.stream,
+                record.outcome,
+                keepalives=record.keepalives,
+                bytes_sent=record.bytes_sent,
+                duration=duration,
+                upstream_latency=record.upstream_latency,
+            )
+            removals = record.removals
+            notable = removals.notable if removals is not None else []
+            level = logging.WARNING if notable else logging.INFO
+            if LOG.isEnabledFor(level):
+                LOG.log(
+                    level,
+                    "request dialect=%s stream=%s outcome=%s status=%s duration_s=%.3f "
+                    "upstream_s=%s keepalives=%d bytes=%d removed=%s quietly_removed=%d",
+                    dialect,
+                    str(record.stream).lower(),
+                    record.outcome,
+                    record.status,
+                    duration,
+                    "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
+                    record.keepalives,
+                    record.bytes_sent,
+                    ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
+                    0 if removals is None else len(removals) - len(notable),
+                )

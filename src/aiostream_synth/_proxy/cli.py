@@ -1,0 +1,190 @@
+"""Command line: ``aiostream-synth serve`` (the proxy) and ``aiostream-synth demo``.
+
+Every ``serve`` option can also be set from the environment as ``AIOSTREAM_SYNTH_<OPTION>``
+(upper case, dashes as underscores), e.g. ``AIOSTREAM_SYNTH_UPSTREAM``; a flag on the command
+line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from aiostream_synth._proxy.app import ProxyConfig
+
+__all__ = ["config_from_args", "main"]
+
+_ENV_PREFIX = "AIOSTREAM_SYNTH_"
+_BOOL_FIELDS = (
+    "forward_authorization",
+    "drop_custom_tools",
+    "drop_hosted_tools",
+    "hoist_carrier_custom_tools",
+)
+#: Options that may be None: their number type, and 0 (or less) on the command line means None.
+_OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
+    "timeout": float,
+    "read_timeout": float,
+    "upstream_max_connections": int,
+}
+_CHOICES: dict[str, list[str]] = {
+    "responses_events": ["full", "minimal"],
+    "responses_keepalive": ["events", "comment"],
+    "chat_keepalive": ["comment", "none"],
+    "on_disconnect": ["cancel", "finish"],
+    "server": ["uvicorn", "hypercorn"],
+    "loop": ["auto", "asyncio", "uvloop", "trio"],
+    "log_level": ["critical", "error", "warning", "info", "debug"],
+}
+_HELP = {
+    "host": "interface to listen on",
+    "port": "port to listen on",
+    "upstream": "base URL of a non-streaming OpenAI-compatible server (default: the embedded model)",
+    "upstream_api_key": "API key for the upstream (default: $OPENAI_API_KEY)",
+    "forward_authorization": "send the client's own Authorization header upstream",
+    "connect_timeout": "upstream connect timeout, seconds",
+    "read_timeout": "upstream read timeout, seconds (0 or unset: none, --timeout bounds the call)",
+    "upstream_retries": "upstream retries (default 0: clients retry themselves)",
+    "upstream_max_connections": "cap on concurrent upstream calls (0 or unset: no cap, one per open stream)",
+    "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
+    "keepalive_s": "keepalive interval while the backend works, seconds",
+    "responses_events": "Responses event fidelity",
+    "responses_keepalive": "Responses keepalive: events (Codex needs them) or SSE comments",
+    "chat_keepalive": "chat keepalive: SSE comment, or nothing",
+    "timeout": "total deadline per backend call, seconds (0: none)",
+    "on_disconnect": "when the client leaves: cancel the backend call, or let it finish",
+    "drop_custom_tools": "drop Responses custom (free-form) tools",
+    "drop_hosted_tools": "drop hosted tools (web_search, ...) the backend cannot serve",
+    "hoist_carrier_custom_tools": "hoist custom tools from additional_tools carriers",
+    "drain_timeout": "on SIGTERM, seconds open streams get to finish",
+    "max_body_bytes": "request body size limit (413 above)",
+    "workers": "worker processes sharing the port (uvicorn)",
+    "server": "ASGI server",
+    "loop": "event loop: auto (uvloop when installed), asyncio, uvloop, or trio (hypercorn's trio worker)",
+    "log_level": "log level",
+    "model": "the embedded model's name",
+}
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(_ENV_PREFIX + name.upper())
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    defaults = ProxyConfig()
+    for f in dataclasses.fields(ProxyConfig):
+        flag = "--" + f.name.replace("_", "-")
+        env = _env(f.name)
+        default = getattr(defaults, f.name)
+        help_text = f"{_HELP.get(f.name, '')} [env {_ENV_PREFIX}{f.name.upper()}]"
+        if f.name in _BOOL_FIELDS:
+            value = default if env is None else env.lower() in ("1", "true", "yes", "on")
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=value, help=help_text
+            )
+            continue
+        kind: Any = _OPTIONAL_NUMBERS.get(f.name) or (type(default) if default is not None else str)
+        parser.add_argument(
+            flag,
+            type=kind,
+            default=kind(env) if env is not None else default,
+            choices=_CHOICES.get(f.name),
+            help=help_text,
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> ProxyConfig:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
+    for name in _OPTIONAL_NUMBERS:
+        if values[name] is not None and values[name] <= 0:
+            values[name] = None
+    if values["upstream_api_key"] is None and values["upstream"]:
+        values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
+    return ProxyConfig(**values)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aiostream-synth",
+        description="Serve streaming OpenAI clients from a backend that only answers non-streaming.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the proxy", description=__doc__)
+    _add_serve_options(serve)
+    demo = commands.add_parser(
+        "demo", help="start the proxy and stream a slow turn in each dialect"
+    )
+    demo.add_argument("--delay", type=float, default=2.5, help="backend delay, seconds")
+    demo.add_argument("--keepalive", type=float, default=0.5, help="keepalive interval, seconds")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        config = config_from_args(args)
+        logging.basicConfig(
+            level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
+        from aiostream_synth._proxy.serve import run
+
+        run(config)
+        return 0
+    return _demo(args.delay, args.keepalive)
+
+
+def _demo(delay: float, keepalive: float) -> int:
+    import httpx
+    import openai
+    import uvicorn
+
+    from aiostream_synth._proxy.app import ProxyApp
+
+    config = ProxyConfig(port=0, keepalive_s=keepalive)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            ProxyApp(config), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    print(f"aiostream-synth proxy on {base} (embedded model), keepalive every {keepalive:g} s\n")
+    prompt = f"What's the weather in Paris? [delay:{delay:g}] [reasoning]"
+    try:
+        print(f"=== chat: POST /v1/chat/completions stream=true, backend answers after {delay:g} s")
+        start = time.monotonic()
+        body = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": prompt}]}
+        with (
+            httpx.Client(timeout=60) as http,
+            http.stream("POST", f"{base}/chat/completions", json=body) as response,
+        ):
+            for line in response.iter_lines():
+                if line:
+                    print(f"[{time.monotonic() - start:5.2f}s] {line[:150]}")
+        print("\n=== responses: the openai SDK's responses.create(stream=True), same backend delay")
+        with openai.OpenAI(base_url=base, api_key="unused", max_retries=0) as client:
+            start = time.monotonic()
+            for event in client.responses.create(model="demo", input=prompt, stream=True):
+                detail = getattr(event, "delta", None) or getattr(
+                    getattr(event, "response", None), "status", ""
+                )
+                print(
+                    f"[{time.monotonic() - start:5.2f}s] {event.type} #{event.sequence_number} {detail!s:.80}"
+                )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,318 @@
+"""The embedded default backend: a deterministic model that echoes the last user message.
+
+So that ``aiostream-synth serve`` works with nothing else running. Bracketed directives in that
+message script the answer:
+
+================  ====================================================================
+``[delay:30]``    answer after 30 seconds
+``[tool:NAME]``   call the request's tool NAME (flat name, or the short name of a
+                  namespaced tool), with arguments valid for its JSON schema; a custom
+                  tool gets a text input. ``[tool:NAME {"cmd": "ls"}]`` gives the
+                  arguments (for a custom tool: the text after the name) explicitly
+``[reasoning]``   add a reasoning item (Responses) / ``reasoning_content`` (chat)
+``[error:429]``   fail with that HTTP status
+``[incomplete]``  status ``incomplete`` / ``finish_reason: length``
+``[usage-nulls]`` usage whose detail counters are ``null``
+================  ====================================================================
+
+A request whose last input is a tool result gets a final text answer, so agent loops end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from typing import Any
+
+import anyio
+
+from aiostream_synth._serving.asgi import BackendCall
+
+__all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
+
+EMBEDDED_MODEL = "aiostream-synth-echo"
+_DIRECTIVE = re.compile(r"\[(delay|tool|reasoning|error|incomplete|usage-nulls)(?::([^\]]*))?\]")
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_TOOL_RESULTS = frozenset({"function_call_output", "custom_tool_call_output"})
+
+
+class EmbeddedError(Exception):
+    """A scripted failure (``[error:CODE]``); carries ``status_code`` like an upstream error."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def parse_directives(text: str) -> tuple[str, dict[str, str]]:
+    """``(text without directives, {name: argument})``."""
+    found = {name: arg or "" for name, arg in _DIRECTIVE.findall(text)}
+    return " ".join(_DIRECTIVE.sub(" ", text).split()), found
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
+        )
+    return ""
+
+
+def _example(schema: Any) -> Any:
+    """A value valid for a (simple) JSON schema: required properties, first enum value..."""
+    if not isinstance(schema, dict):
+        return {}
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _example(schema[key][0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        return {name: _example(properties.get(name, {})) for name in schema.get("required") or ()}
+    if kind == "array":
+        return [_example(schema.get("items", {})) for _ in range(int(schema.get("minItems") or 0))]
+    return {"string": "example", "integer": 0, "number": 0, "boolean": False, "null": None}.get(
+        kind if isinstance(kind, str) else "", {}
+    )
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:24]
+
+
+class EmbeddedBackend:
+    """The built-in model, callable as a :data:`CompletionBackend`."""
+
+    def __init__(self, model: str = EMBEDDED_MODEL) -> None:
+        self.model = model
+
+    async def __call__(self, call: BackendCall) -> dict[str, Any]:
+        params = call.params
+        if call.dialect == "chat":
+            text, tool_result = self._chat_input(params)
+        else:
+            text, tool_result = self._responses_input(params)
+        clean, directives = parse_directives(text)
+        if "delay" in directives:
+            await anyio.sleep(float(directives["delay"] or 0))
+        if "error" in directives:
+            status = int(directives["error"] or 500)
+            hint = " Please try again in 1s." if status == 429 else ""
+            raise EmbeddedError(status, f"embedded backend: simulated HTTP {status}.{hint}")
+        if tool_result is not None:
+            answer, directives = f"The tool returned: {tool_result[:200]}", {}
+        else:
+            answer = clean or "(empty message)"
+        tool = None
+        if "tool" in directives:
+            name, _, explicit = directives["tool"].strip().partition(" ")
+            directives["tool"] = name
+            tool = self._find_tool(params.get("tools"), name, call.dialect)
+            if tool is not None:
+                tool["explicit"] = explicit.strip() or None
+        model = str(params.get("model") or self.model)
+        if call.dialect == "chat":
+            return self._chat(model, answer, clean, directives, tool)
+        return self._responses(model, answer, clean, directives, tool)
+
+    # -- reading the request ----------------------------------------------------------------
+    @staticmethod
+    def _chat_input(params: dict[str, Any]) -> tuple[str, str | None]:
+        messages = [m for m in params.get("messages") or () if isinstance(m, dict)]
+        if messages and messages[-1].get("role") == "tool":
+            return "", _content_text(messages[-1].get("content"))
+        users = [m for m in messages if m.get("role") == "user"]
+        return (_content_text(users[-1].get("content")) if users else ""), None
+
+    @staticmethod
+    def _responses_input(params: dict[str, Any]) -> tuple[str, str | None]:
+        items = params.get("input")
+        if isinstance(items, str):
+            return items, None
+        items = [i for i in items or () if isinstance(i, dict)]
+        if items and items[-1].get("type") in _TOOL_RESULTS:
+            output = items[-1].get("output")
+            return "", output if isinstance(output, str) else str(output)
+        users = [i for i in items if i.get("role") == "user" and i.get("type") in (None, "message")]
+        return (_content_text(users[-1].get("content")) if users else ""), None
+
+    @staticmethod
+    def _find_tool(tools: Any, name: str | None, dialect: str) -> dict[str, Any] | None:
+        """``{"name", "kind": "function"|"custom", "schema"}`` of the tool ``name`` refers to."""
+        for tool in tools or ():
+            if not isinstance(tool, dict):
+                continue
+            kind = tool.get("type")
+            spec = (
+                tool.get(kind, {}) if dialect == "chat" and kind in ("function", "custom") else tool
+            )
+            flat = spec.get("name") if isinstance(spec, dict) else None
+            if (
+                kind in ("function", "custom")
+                and isinstance(flat, str)
+                and name
+                and (flat == name or flat.endswith("__" + name))
+            ):
+                return {"name": flat, "kind": kind, "schema": spec.get("parameters")}
+        return None
+
+    # -- answers ---------------------------------------------------------------------------------
+    @staticmethod
+    def _usage(prompt: str, answer: str, nulls: bool, dialect: str) -> dict[str, Any]:
+        p, c = max(len(prompt.split()), 1), max(len(answer.split()), 1)
+        if dialect == "chat":
+            usage: dict[str, Any] = {
+                "prompt_tokens": p,
+                "completion_tokens": c,
+                "total_tokens": p + c,
+            }
+            if nulls:
+                usage["prompt_tokens_details"] = {"cached_tokens": None}
+                usage["completion_tokens_details"] = {"reasoning_tokens": None}
+            return usage
+        usage = {"input_tokens": p, "output_tokens": c, "total_tokens": p + c}
+        usage["input_tokens_details"] = {"cached_tokens": None if nulls else 0}
+        usage["output_tokens_details"] = {"reasoning_tokens": None if nulls else 0}
+        return usage
+
+    def _chat(
+        self,
+        model: str,
+        answer: str,
+        prompt: str,
+        directives: dict[str, str],
+        tool: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        key = _digest("chat", prompt, answer)
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        finish = "length" if "incomplete" in directives else "stop"
+        if "reasoning" in directives:
+            message["reasoning_content"] = f"The user said: {prompt}"
+        if tool is not None:
+            message["content"] = None
+            if tool["kind"] == "custom":
+                call = {
+                    "id": f"call_{key}",
+                    "type": "custom",
+                    "custom": {
+                        "name": tool["name"],
+                        "input": tool["explicit"] or prompt or "example",
+                    },
+                }
+            else:
+                arguments = _arguments(tool)
+                call = {
+                    "id": f"call_{key}",
+                    "type": "function",
+                    "function": {"name": tool["name"], "arguments": arguments},
+                }
+            message["tool_calls"] = [call]
+            finish = "tool_calls"
+        elif "tool" in directives:
+            message["content"] = f"There is no tool named {directives['tool']!r} in this request."
+        return {
+            "id": f"chatcmpl-{key}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+            ],
+            "usage": self._usage(prompt, answer, "usage-nulls" in directives, "chat"),
+        }
+
+    def _responses(
+        self,
+        model: str,
+        answer: str,
+        prompt: str,
+        directives: dict[str, str],
+        tool: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        key = _digest("responses", prompt, answer)
+        output: list[dict[str, Any]] = []
+        if "reasoning" in directives:
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{key}",
+                    "summary": [{"type": "summary_text", "text": f"The user said: {prompt}"}],
+                }
+            )
+        if tool is not None:
+            if tool["kind"] == "custom":
+                output.append(
+                    {
+                        "type": "custom_tool_call",
+                        "id": f"ctc_{key}",
+                        "call_id": f"call_{key}",
+                        "name": tool["name"],
+                        "input": tool["explicit"] or prompt or "example",
+                    }
+                )
+            else:
+                output.append(
+                    {
+                        "type": "function_call",
+                        "id": f"fc_{key}",
+                        "call_id": f"call_{key}",
+                        "name": tool["name"],
+                        "arguments": _arguments(tool),
+                        "status": "completed",
+                    }
+                )
+        else:
+            if "tool" in directives:
+                answer = f"There is no tool named {directives['tool']!r} in this request."
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{key}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": answer, "annotations": []}],
+                }
+            )
+        incomplete = "incomplete" in directives
+        return {
+            "id": f"resp_{key}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": model,
+            "status": "incomplete" if incomplete else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "error": None,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": self._usage(prompt, answer, "usage-nulls" in directives, "responses"),
+            # When the answer was ready (after any [delay]): lets load tests time the rest.
+            "completed_at": None if incomplete else time.time(),
+        }
+
+
+def _json(value: Any) -> str:
+    from aiostream_synth._wire.json import dumps
+
+    return dumps(value).decode()
+
+
+def _arguments(tool: dict[str, Any]) -> str:
+    """Explicit JSON arguments when the directive gave them, else an example for the schema."""
+    explicit = tool.get("explicit")
+    if explicit:
+        return str(explicit)
+    return _json(_example(tool["schema"] or {"type": "object"}))

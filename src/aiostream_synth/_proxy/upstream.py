@@ -1,0 +1,88 @@
+"""The upstream backend: any OpenAI-compatible server that answers non-streaming.
+
+Called through the openai SDK's ``AsyncOpenAI`` at its JSON level (``post(path, body=...)``):
+the body is sent exactly as prepared, so provider extension fields on the non-streaming path
+and parameters newer than the SDK survive. No retries by default — a client's own retries
+must not be multiplied — and no read timeout unless given: a non-streaming upstream sends
+nothing until its answer is complete, so the caller's deadline is what bounds a call.
+
+No cap on concurrent upstream connections by default: every open stream holds one upstream
+call for minutes, so the SDK's own pool of 1000 connections would silently queue the 1001st
+stream behind the others (its keepalives flowing, its call not even sent). ``max_connections``
+sets a deliberate cap; calls beyond it wait for a free connection (as long as a read may take).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import openai
+
+from aiostream_synth._dialects.registry import spec_for
+from aiostream_synth._serving.asgi import BackendCall
+
+__all__ = ["UpstreamBackend"]
+
+#: Idle connections kept for reuse between bursts (the SDK's default).
+_IDLE_CONNECTIONS = 100
+
+
+class UpstreamBackend:
+    """A :data:`CompletionBackend` calling ``base_url`` once per request."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        forward_authorization: bool = False,
+        connect_timeout: float = 10.0,
+        read_timeout: float | None = None,
+        max_retries: int = 0,
+        max_connections: int | None = None,
+        http_client: Any = None,
+    ) -> None:
+        """``max_connections`` applies to the client built here, not to a given
+        ``http_client``."""
+        if max_connections is not None and max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1 or None, not {max_connections}")
+        self.forward_authorization = forward_authorization
+        self.max_connections = max_connections
+        if http_client is None:
+            limits = httpx2.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=min(
+                    _IDLE_CONNECTIONS, max_connections or _IDLE_CONNECTIONS
+                ),
+            )
+            http_client = openai.DefaultAsyncHttpxClient(limits=limits)
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or "unused",
+            timeout=openai.Timeout(read_timeout, connect=connect_timeout),
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+
+    def _headers(self, call_headers: Any) -> dict[str, str]:
+        if self.forward_authorization and "authorization" in call_headers:
+            return {"Authorization": call_headers["authorization"]}
+        return {}
+
+    async def __call__(self, call: BackendCall) -> Any:
+        return await self.client.post(
+            spec_for(call.dialect).upstream_path,
+            cast_to=object,
+            body=call.params,
+            options={"headers": self._headers(call.headers)},
+        )
+
+    async def models(self, headers: Any = None) -> Any:
+        """The upstream's ``GET /models`` answer."""
+        return await self.client.get(
+            "/models", cast_to=object, options={"headers": self._headers(headers or {})}
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()

@@ -1,0 +1,1 @@
+"""Serving: the native ASGI app and the sse-starlette adapter, dialect-agnostic."""

@@ -1,0 +1,525 @@
+"""Native ASGI path: pre-encoded frames written straight to ``send``, disconnect read from ``receive``.
+
+Dialect-agnostic (decision P11): each route belongs to a dialect spec
+(:mod:`aiostream_synth._dialects.registry`), which prepares the request, picks the stream's
+output options and shapes every error. One request, in order (nothing is sent before step 4):
+
+1. the body is read with a size limit (413);
+2. it is parsed, sanitized and validated by its dialect (400 in the dialect's error shape);
+3. a non-streaming request calls the backend once and returns its JSON (or its error status);
+4. a streaming one opens the engine; the first frame sends the headers (``text/event-stream``,
+   ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``); a backend failure before that is a
+   real HTTP error; after it, the dialect's terminal failure frames.
+
+While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
+request's scope, so the engine's disconnect policy runs within a scheduling step of the client
+leaving. :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
+
+What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
+unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
+(empty when nothing was) and logged in one record per request.
+
+A client's retry of a request whose backend call is still running (or just failed) attaches to
+that call instead of starting another (:mod:`aiostream_synth._engine.coalesce`), when the server
+runs the ASGI lifespan (the shared calls live in its task group).
+
+The sse-starlette adapter (:mod:`aiostream_synth.starlette`) shares steps 1-3 and the stream
+construction below; only the writing differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import anyio
+import anyio.abc
+
+if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse
+from aiostream_synth._dialects.prepared import (
+    DEFAULT_MAX_BODY_BYTES,
+    Dialect,
+    PreparedRequest,
+    SanitizeOptions,
+    parse_json_body,
+)
+from aiostream_synth._dialects.registry import route_table, spec_for
+from aiostream_synth._engine.coalesce import CoalesceMode, Coalescer, coalesce_key
+from aiostream_synth._engine.loops import running_asyncio_loop
+from aiostream_synth._engine.shutdown import ShutdownSignal
+from aiostream_synth._engine.stream import (
+    OnDisconnect,
+    StreamOutcome,
+    SynthesizedStream,
+    raise_collapsed,
+)
+from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
+from aiostream_synth._params.removals import Removals
+from aiostream_synth._wire.coerce import as_json_dict
+from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
+from aiostream_synth._wire.failures import Failure, classify_failure
+from aiostream_synth._wire.json import dumps
+
+__all__ = [
+    "DEFAULT_ROUTES",
+    "SSE_HEADERS",
+    "BackendCall",
+    "ClientGone",
+    "CompletionBackend",
+    "StreamSettings",
+    "SynthesizingApp",
+    "dialect_error",
+    "handle_request",
+    "open_stream",
+    "prepare",
+    "read_body",
+    "refuse_when_closing",
+    "run_backend_once",
+    "send_json",
+    "stream_to_asgi",
+]
+
+LOG = logging.getLogger("aiostream_synth.asgi")
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+SSE_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+#: The default route table of :class:`SynthesizingApp`: every dialect's paths.
+DEFAULT_ROUTES: Mapping[str, str] = {path: spec.name for path, spec in route_table().items()}
+
+
+@dataclass(frozen=True, slots=True)
+class BackendCall:
+    """What a backend is asked: the dialect, the (sanitized) params, and the request headers."""
+
+    dialect: Dialect
+    params: dict[str, Any]
+    #: Whether the client asked for a stream (the backend call itself is never streaming).
+    stream: bool
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+#: The non-streaming backend: one call, one complete result (dict or pydantic model).
+CompletionBackend: TypeAlias = Callable[[BackendCall], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamSettings:
+    """Engine, output and serving options shared by both adapters (and every dialect)."""
+
+    keepalive_interval: float = 10.0
+    timeout: float | None = None
+    on_disconnect: OnDisconnect = "cancel"
+    finish_timeout: float = 60.0
+    on_abandoned: Callable[[StreamOutcome], object] | None = None
+    responses_events: Literal["full", "minimal"] = "full"
+    responses_keepalive: Literal["events", "comment"] = "events"
+    chat_keepalive: Literal["comment", "none"] = "comment"
+    emit_reasoning_alias: bool = False
+    #: Anthropic: a real event (an intermediate ``message_delta``) at least this often, seconds,
+    #: besides the ``ping`` every tick: Claude Code's stream watchdog counts only 30 pings.
+    anthropic_event_keepalive_s: float | None = 240.0
+    #: Anthropic: content blocks of a type the SDK does not know are dropped (Claude Code fails
+    #: a turn whose last block is one) or passed through.
+    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
+    sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Called with every request that passed preparation (for logging and metrics).
+    on_prepared: Callable[[PreparedRequest], object] | None = None
+    #: Log one record per request that lost something (WARNING, or DEBUG when all of it was
+    #: benign). The proxy turns it off: its own request line carries the removals.
+    log_removals: bool = True
+    #: Which identical requests share one backend call (see :mod:`aiostream_synth._engine.coalesce`).
+    coalesce: CoalesceMode = "retries"
+    #: Seconds a call whose clients all left waits for a retry before it is cancelled.
+    coalesce_linger: float = 0.5
+    #: Seconds a failed or abandoned call's outcome stays available to a retry.
+    coalesce_window: float = 10.0
+
+
+def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
+    """The ``x-aiostream-synth-dropped`` header: the paths removed from the request."""
+    return (DROPPED_HEADER.encode(), removals.header_value().encode("ascii"))
+
+
+def _header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+
+
+def dialect_error(spec: DialectSpec, exc: RequestError) -> ErrorResponse:
+    """A refused request (:class:`RequestError`, OpenAI-shaped) in the dialect's own shape."""
+    error = exc.body["error"]
+    return spec.error_response(
+        exc.status_code,
+        error["message"],
+        code=error.get("code"),
+        param=error.get("param"),
+        type=error.get("type"),
+    )
+
+
+def _backend_for(
+    call: Callable[[], Awaitable[Any]],
+    spec: DialectSpec,
+    prepared: PreparedRequest,
+    headers: Mapping[str, str],
+    coalescer: Coalescer | None,
+) -> Callable[[], Awaitable[Any]]:
+    if coalescer is None:
+        return call
+    key = coalesce_key(spec.name, spec.coalesce_key(dict(prepared.body)), headers)
+    return coalescer.backend(key, call)
+
+
+def open_stream(
+    spec: DialectSpec,
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+    task_group: anyio.abc.TaskGroup | None = None,
+    coalescer: Coalescer | None = None,
+) -> SynthesizedStream:
+    """The engine for a prepared streaming request (not yet entered); ``task_group``, when
+    given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
+    of it share its backend call."""
+    call = functools.partial(backend, BackendCall(prepared.dialect, prepared.params, True, headers))
+    return SynthesizedStream(
+        _backend_for(call, spec, prepared, headers, coalescer),
+        spec.stream_dialect(prepared, settings),
+        keepalive_interval=settings.keepalive_interval,
+        timeout=settings.timeout,
+        on_disconnect=settings.on_disconnect,
+        finish_timeout=settings.finish_timeout,
+        on_abandoned=settings.on_abandoned,
+        task_group=task_group,
+    )
+
+
+async def run_backend_once(
+    spec: DialectSpec,
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+    coalescer: Coalescer | None = None,
+) -> ErrorResponse:
+    """A non-streaming request: the backend's answer (status 200) or its failure, in the
+    dialect's shape (the status, body and headers to answer with)."""
+    call = functools.partial(
+        backend, BackendCall(prepared.dialect, prepared.params, False, headers)
+    )
+    try:
+        with anyio.fail_after(settings.timeout):
+            result = await _backend_for(call, spec, prepared, headers, coalescer)()
+        return ErrorResponse(200, as_json_dict(result, InvalidResultError, "backend result"))
+    except Exception as exc:  # any backend failure becomes an HTTP error
+        failure = (
+            Failure(502, "server_error", f"the backend returned an invalid result: {exc}")
+            if isinstance(exc, InvalidResultError)
+            else classify_failure(exc)
+        )
+        return spec.error_response(
+            failure.status_code, failure.message, code=failure.code, type=failure.type
+        )
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+async def read_body(receive: Receive, limit: int = DEFAULT_MAX_BODY_BYTES) -> bytes:
+    """The whole request body, or a 413 :class:`RequestError` past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(
+                413,
+                f"The request body is larger than the limit of {limit} bytes.",
+                code="request_too_large",
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes | dict[str, Any],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    payload = body if isinstance(body, bytes) else dumps(body)
+    all_headers = _JSON_HEADERS if headers is None else [*_JSON_HEADERS, *headers]
+    await send({"type": "http.response.start", "status": status, "headers": all_headers})
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` when the client disconnects, or when ``receive`` fails (not when this
+    watcher is cancelled itself: the response is over then, and a cancel costs a task repr)."""
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    except Exception:
+        scope.cancel()
+        raise
+    scope.cancel()
+
+
+async def stream_to_asgi(
+    stream: SynthesizedStream,
+    receive: Receive,
+    send: Send,
+    *,
+    shutdown: ShutdownSignal | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Serve an (unentered) engine stream on one ASGI HTTP request; ``headers`` are added to the
+    answer's own (the stream's, or a pre-commit error's).
+
+    The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
+    cancels only the writing, and the engine then applies its own disconnect policy (cancel the
+    backend, or let it finish). Were the engine inside the watcher's scope, a disconnect would
+    cancel the backend whatever the policy said.
+    """
+    async with stream:
+        with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
+            await _write_until_disconnect(stream, receive, send, headers or [])
+
+
+async def _write_until_disconnect(
+    stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Respond, while a second task watches ``receive``: a disconnect cancels the writing."""
+    loop = running_asyncio_loop()
+    if loop is None:  # trio: the watcher in a task group of its own
+        try:
+            async with anyio.create_task_group() as watcher:
+                watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope)
+                try:
+                    await _respond(stream, send, headers)
+                finally:
+                    watcher.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise_collapsed(group)
+        return
+    # asyncio: the watcher is a bare loop task cancelling a plain scope around the writing; no
+    # task group and no anyio spawn bookkeeping, about 2.5 KB less per waiting stream.
+    writing = anyio.CancelScope()
+    watcher_task = loop.create_task(_watch_disconnect(receive, writing))
+    try:
+        with writing:
+            await _respond(stream, send, headers)
+    finally:
+        watcher_task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait((watcher_task,))  # it never outlives the response
+    error = None if watcher_task.cancelled() else watcher_task.exception()
+    if error is not None:  # receive() failed: raised here, as a task group would
+        raise error
+
+
+async def _respond(
+    stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]
+) -> None:
+    try:
+        await _write(stream, send, [*SSE_HEADERS, *headers] if headers else SSE_HEADERS)
+    except BackendError as exc:  # raised only before the first frame: nothing was sent yet
+        own = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
+        await send_json(send, exc.status_code, exc.body, [*headers, *own])
+    else:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _write(stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
+    started = False
+    async for frame in stream:
+        if not started:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            started = True
+        ready = stream.drain_ready()
+        body = b"".join((frame, *ready)) if ready else frame
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    if not started:  # an empty stream still needs its headers
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
+    """A 503 :class:`RequestError` once shutdown has begun: no new stream is opened."""
+    if shutdown is not None and shutdown.closing:
+        raise RequestError(
+            503, "The server is shutting down.", type="server_error", code="server_shutting_down"
+        )
+
+
+def prepare(spec: DialectSpec, raw: bytes, settings: StreamSettings) -> PreparedRequest:
+    """The dialect's request preparation with the settings' sanitizer options, one log record
+    for what it removed (``log_removals``), then the ``on_prepared`` hook."""
+    prepared = spec.prepare(parse_json_body(raw), sanitize=settings.sanitize, params_model=None)
+    if settings.log_removals:
+        prepared.removals.log(LOG, f"{spec.name} request")
+    if settings.on_prepared is not None:
+        settings.on_prepared(prepared)
+    return prepared
+
+
+async def handle_request(
+    spec: DialectSpec | str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    shutdown: ShutdownSignal | None = None,
+    task_group: anyio.abc.TaskGroup | None = None,
+    coalescer: Coalescer | None = None,
+) -> None:
+    """Serve one POST in a dialect (a spec, or its name) on the native path."""
+    spec = spec_for(spec)
+    headers = request_headers(scope)
+    extra = _header_pairs(spec.response_headers())
+    try:
+        refuse_when_closing(shutdown)
+        prepared = prepare(spec, await read_body(receive, settings.max_body_bytes), settings)
+    except RequestError as exc:
+        error = dialect_error(spec, exc)
+        await send_json(
+            send, error.status_code, error.body, [*extra, *_header_pairs(error.headers)]
+        )
+        return
+    except ClientGone:
+        return
+    extra.append(dropped_header(prepared.removals))
+    if not prepared.stream:
+        answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
+        await send_json(
+            send, answer.status_code, answer.body, [*extra, *_header_pairs(answer.headers)]
+        )
+        return
+    await stream_to_asgi(
+        open_stream(spec, prepared, backend, settings, headers, task_group, coalescer),
+        receive,
+        send,
+        shutdown=shutdown,
+        headers=extra,
+    )
+
+
+class SynthesizingApp:
+    """An ASGI app serving every dialect from a non-streaming backend on the native path.
+
+    ``POST`` on each dialect's paths (``/v1/chat/completions``, ``/v1/responses``,
+    ``/v1/messages``, also without ``/v1``); anything else is 404/405 in OpenAI's error shape.
+    ``shutdown`` (created if not given) ends open streams cleanly; the ASGI lifespan shutdown
+    triggers it too.
+
+    When the server runs the ASGI lifespan, the lifespan task holds one task group for the
+    backend calls of every stream (about 1 KB less per waiting stream than a group each), and
+    retries share backend calls (``StreamSettings.coalesce``); without a lifespan each stream
+    opens its own group and nothing is shared.
+    """
+
+    def __init__(
+        self,
+        backend: CompletionBackend,
+        settings: StreamSettings | None = None,
+        *,
+        shutdown: ShutdownSignal | None = None,
+        routes: Mapping[str, str] = DEFAULT_ROUTES,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        self.backend = backend
+        self.settings = settings or StreamSettings()
+        self.shutdown = shutdown or ShutdownSignal()
+        self.routes: dict[str, DialectSpec] = route_table(routes)
+        self.drain_timeout = drain_timeout
+        self._backend_tasks: anyio.abc.TaskGroup | None = None
+        #: Shares backend calls between a request and its retries (set up by the lifespan).
+        self.coalescer: Coalescer | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        spec = self.routes.get(scope["path"].rstrip("/") or "/")
+        if spec is None:
+            await send_json(
+                send,
+                404,
+                RequestError(404, f"Unknown path {scope['path']}.", code="not_found").body,
+            )
+            return
+        if scope["method"] != "POST":
+            error = spec.error_response(405, "Use POST.", code="method_not_allowed")
+            await send_json(send, 405, error.body, _header_pairs(error.headers))
+            return
+        await handle_request(
+            spec,
+            scope,
+            receive,
+            send,
+            self.backend,
+            self.settings,
+            self.shutdown,
+            self._backend_tasks,
+            self.coalescer,
+        )
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as backend_tasks:
+            try:
+                while True:
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        self._backend_tasks = backend_tasks
+                        settings = self.settings
+                        if settings.coalesce != "off":
+                            self.coalescer = Coalescer(
+                                backend_tasks,
+                                mode=settings.coalesce,
+                                linger=settings.coalesce_linger,
+                                window=settings.coalesce_window,
+                            )
+                        await send({"type": "lifespan.startup.complete"})
+                    elif message["type"] == "lifespan.shutdown":
+                        await self.shutdown.shutdown(self.drain_timeout)
+                        break
+            finally:
+                # Streams still open after the drain were aborted; a backend call still
+                # running is cancelled (its consumer gets a clean failure) and waited for, so
+                # no task outlives the lifespan.
+                self._backend_tasks = None
+                self.coalescer = None
+                backend_tasks.cancel_scope.cancel()
+        await send({"type": "lifespan.shutdown.complete"})

@@ -1,0 +1,185 @@
+"""The sse-starlette adapter behind the public :mod:`aiostream_synth.starlette` (see its docstring).
+
+Deliberate differences from a plain ``EventSourceResponse``:
+* sse-starlette's own ping is off (``ping=0``): the engine's keepalive is the ping, and it is a
+  real ``response.in_progress`` event for Responses clients;
+* the engine is entered in :meth:`SynthesizedEventSourceResponse.__call__`, around the whole
+  response, and its first frame is awaited before any header is sent, so a backend failure
+  before the first keepalive tick is a real HTTP error status;
+* shutdown never depends on sse-starlette's process-global exit state: the response's
+  exit-signal listener waits on nothing, and our :class:`ShutdownSignal` ends the stream with
+  its terminal failure event instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from aiostream_synth._dialects.base import DialectSpec
+from aiostream_synth._dialects.registry import spec_for
+from aiostream_synth._engine.shutdown import ShutdownSignal
+from aiostream_synth._engine.stream import SynthesizedStream
+from aiostream_synth._serving.asgi import (
+    DEFAULT_ROUTES,
+    ClientGone,
+    CompletionBackend,
+    StreamSettings,
+    dialect_error,
+    dropped_header,
+    open_stream,
+    prepare,
+    read_body,
+    refuse_when_closing,
+    request_headers,
+    run_backend_once,
+)
+from aiostream_synth._wire.errors import BackendError, RequestError
+from aiostream_synth._wire.json import dumps
+
+__all__ = [
+    "SynthesizedEventSourceResponse",
+    "synthesizing_endpoint",
+    "synthesizing_routes",
+]
+
+
+class _FirstThenRest:
+    """An async iterator: one already-taken frame, then the rest of the stream (no scope held)."""
+
+    __slots__ = ("_first", "_rest")
+
+    def __init__(self, first: bytes | None, rest: SynthesizedStream) -> None:
+        self._first = first
+        self._rest = rest
+
+    def __aiter__(self) -> _FirstThenRest:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return await self._rest.__anext__()
+
+
+class SynthesizedEventSourceResponse(EventSourceResponse):
+    """An ``EventSourceResponse`` whose content is an engine stream, owned by this response."""
+
+    def __init__(
+        self,
+        stream: SynthesizedStream,
+        *,
+        send_timeout: float | None = None,
+        shutdown: ShutdownSignal | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            content=_FirstThenRest(None, stream),
+            ping=0,
+            send_timeout=send_timeout,
+            headers={"Cache-Control": "no-cache", **(headers or {})},
+        )
+        self._stream = stream
+        self._shutdown = shutdown
+        #: Our own headers, kept on a pre-commit error answer too (not the SSE ones).
+        self._carried = {k.lower() for k in headers or {}}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self._stream:
+            try:
+                first: bytes | None = await self._stream.__anext__()
+            except BackendError as exc:
+                response = _json(exc.status_code, exc.body)
+                response.headers.update(
+                    {k: v for k, v in self.headers.items() if k in self._carried}
+                )
+                response.headers.update(exc.headers)
+                await response(scope, receive, send)
+                return
+            except StopAsyncIteration:
+                first = None
+            self.body_iterator = _FirstThenRest(first, self._stream)
+            if self._shutdown is None:
+                await super().__call__(scope, receive, send)
+            else:
+                with self._shutdown.track(self._stream):
+                    await super().__call__(scope, receive, send)
+
+    async def _listen_for_exit_signal_with_grace(self) -> None:
+        # Never sse-starlette's process-global exit state: shutdown is ShutdownSignal's job,
+        # which ends the stream with a terminal event rather than cancelling it.
+        await anyio.sleep_forever()
+
+
+def _json(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        dumps(body), status_code=status, media_type="application/json", headers=dict(headers or {})
+    )
+
+
+def synthesizing_endpoint(
+    dialect: str | DialectSpec,
+    backend: CompletionBackend,
+    settings: StreamSettings | None = None,
+    *,
+    shutdown: ShutdownSignal | None = None,
+    send_timeout: float | None = None,
+) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette / FastAPI endpoint serving ``dialect`` (a name such as ``"responses"``, or a
+    spec) from ``backend``. Retries are not coalesced on this path (the native app does that)."""
+    options = settings or StreamSettings()
+    spec = spec_for(dialect)
+
+    async def endpoint(request: Request) -> Response:
+        headers = request_headers(request.scope)
+        extra = dict(spec.response_headers())
+        try:
+            refuse_when_closing(shutdown)
+            # The same limited read as the native path, on this request's ASGI receive.
+            raw = await read_body(request.receive, options.max_body_bytes)
+            prepared = prepare(spec, raw, options)
+        except RequestError as exc:
+            error = dialect_error(spec, exc)
+            return _json(error.status_code, error.body, {**extra, **error.headers})
+        except ClientGone:
+            return Response(status_code=400)
+        name, value = dropped_header(prepared.removals)
+        extra[name.decode()] = value.decode()
+        if not prepared.stream:
+            answer = await run_backend_once(spec, prepared, backend, options, headers)
+            return _json(answer.status_code, answer.body, {**extra, **answer.headers})
+        stream = open_stream(spec, prepared, backend, options, headers)
+        return SynthesizedEventSourceResponse(
+            stream, send_timeout=send_timeout, shutdown=shutdown, headers=extra
+        )
+
+    endpoint.__name__ = f"{spec.name}_endpoint"
+    return endpoint
+
+
+def synthesizing_routes(
+    backend: CompletionBackend,
+    settings: StreamSettings | None = None,
+    *,
+    shutdown: ShutdownSignal | None = None,
+    send_timeout: float | None = None,
+) -> list[Route]:
+    """Starlette routes for every dialect (``/v1/chat/completions``, ``/v1/responses``, ...)."""
+    return [
+        Route(
+            path,
+            synthesizing_endpoint(
+                dialect, backend, settings, shutdown=shutdown, send_timeout=send_timeout
+            ),
+            methods=["POST"],
+        )
+        for path, dialect in DEFAULT_ROUTES.items()
+    ]
