@@ -32,8 +32,9 @@ def _wait_listening(port: int, stop: threading.Event, timeout: float = 10.0) -> 
 
 
 @contextlib.contextmanager
-def serve(app: Any, kind: str) -> Iterator[str]:
-    """Run ``app`` on ``uvicorn`` (asyncio) or ``hypercorn-trio``; yield its base URL."""
+def serve(app: Any, kind: str, *, lifespan: bool = False) -> Iterator[str]:
+    """Run ``app`` on ``uvicorn`` (asyncio) or ``hypercorn-trio``; yield its base URL.
+    ``lifespan`` runs the app's ASGI lifespan (uvicorn), as a production server does."""
     port = free_port()
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -42,7 +43,13 @@ def serve(app: Any, kind: str) -> Iterator[str]:
         import uvicorn
 
         server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=port,
+                lifespan="on" if lifespan else "off",
+                log_level="warning",
+            )
         )
 
         def run() -> None:

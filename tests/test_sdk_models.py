@@ -1,4 +1,4 @@
-"""Every event the library can emit validates against the installed openai SDK's own models.
+"""Every event the library can emit validates against the installed SDKs' own models.
 
 Strict pydantic validation (``strict=True``, never ``construct``) with ``TypeAdapter(
 ResponseStreamEvent)`` and ``ChatCompletionChunk``: the next SDK release that adds a required
@@ -29,15 +29,18 @@ from openai.types.responses.response_error import ResponseError
 from pydantic import TypeAdapter
 
 from aiostream_synth import (
+    AnthropicDialect,
     ChatDialect,
     Fidelity,
     ResponsesDialect,
     SynthesizedStream,
+    synthesize_anthropic_sse,
     synthesize_chat_completion_sse,
     synthesize_responses_failure_sse,
     synthesize_responses_keepalive_sse,
     synthesize_responses_sse,
 )
+from aiostream_synth._dialects.base import StreamDialect
 
 from .sse_parser import parse
 
@@ -374,7 +377,7 @@ def test_a_continuation_after_keepalives_validates(fidelity: Fidelity) -> None:
 # -- through the engine ---------------------------------------------------------------------------
 
 
-async def _engine_frames(dialect: ChatDialect | ResponsesDialect, result: Any, ticks: int) -> bytes:
+async def _engine_frames(dialect: StreamDialect, result: Any, ticks: int) -> bytes:
     async def backend() -> Any:
         # Ends after ``ticks`` keepalive deadlines; loop timers fire in deadline order.
         await anyio.sleep((ticks + 0.5) * 0.02)
@@ -419,3 +422,110 @@ async def test_engine_streams_validate(fidelity: Fidelity, ticks: int) -> None:
     frames = await _engine_frames(ChatDialect(include_usage=True), chat, ticks)
     data_only = b"".join(f"data: {e.data}\n\n".encode() for e in parse(frames))
     assert _validate_chat(data_only) >= 3
+
+
+# -- Anthropic Messages -------------------------------------------------------------------------
+
+ANTHROPIC_BLOCKS: dict[str, dict[str, Any]] = {
+    "text": {"type": "text", "text": "hi"},
+    "text with citation": {
+        "type": "text",
+        "text": "see",
+        "citations": [
+            {
+                "type": "char_location",
+                "cited_text": "x",
+                "document_index": 0,
+                "document_title": None,
+                "start_char_index": 0,
+                "end_char_index": 1,
+            }
+        ],
+    },
+    "thinking": {"type": "thinking", "thinking": "plan", "signature": "sig"},
+    "redacted thinking": {"type": "redacted_thinking", "data": "opaque"},
+    "tool use": {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+    "server tool use": {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "q"},
+    },
+    "web search result": {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [],
+    },
+}
+
+
+def _validate_anthropic(frames: str | bytes) -> list[str]:
+    """Validate every Messages event (the SDK's beta event models; ping and error have their
+    own types, which the SDK handles before its event union); return their types."""
+    from anthropic.types import ErrorResponse
+    from anthropic.types.beta import BetaRawMessageStreamEvent
+
+    adapter: TypeAdapter[Any] = TypeAdapter(BetaRawMessageStreamEvent)
+    types = []
+    for event in parse(frames):
+        payload = event.json()
+        assert event.event == payload["type"]
+        if payload["type"] == "ping":
+            assert payload == {"type": "ping"}
+        elif payload["type"] == "error":
+            ErrorResponse.model_validate({**payload, "request_id": None}, strict=True)
+        else:
+            adapter.validate_python(payload, strict=True)
+        types.append(payload["type"])
+    return types
+
+
+def _anthropic_message(
+    block: dict[str, Any], stop_reason: str, usage: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [block],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+@pytest.mark.parametrize("block", list(ANTHROPIC_BLOCKS))
+@pytest.mark.parametrize("stop_reason", ["end_turn", "tool_use", "max_tokens", "refusal"])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 3, "output_tokens": 2},
+        {"input_tokens": None, "cache_read_input_tokens": None},
+    ],
+)
+def test_every_anthropic_event_validates(
+    block: str, stop_reason: str, usage: dict[str, Any]
+) -> None:
+    """Every block kind and stop reason, usage with nulls: all valid Messages events."""
+    frames = "".join(
+        synthesize_anthropic_sse(_anthropic_message(ANTHROPIC_BLOCKS[block], stop_reason, usage))
+    )
+    assert _validate_anthropic(frames)[-1] == "message_stop"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("ticks", [0, 2])
+async def test_anthropic_engine_streams_validate(ticks: int) -> None:
+    """Keepalives (message_start, pings, an event keepalive), the continuation, a failure."""
+    message = _anthropic_message(
+        ANTHROPIC_BLOCKS["tool use"], "tool_use", {"input_tokens": 5, "output_tokens": 1}
+    )
+    dialect = AnthropicDialect(model="m", event_keepalive_s=0.01)
+    types = _validate_anthropic(await _engine_frames(dialect, message, ticks))
+    assert types[-1] == "message_stop"
+    if ticks:
+        assert types[:2] == ["message_start", "ping"]
+        assert "message_delta" in types[2:-2]  # the event keepalive
+        failed = _validate_anthropic(await _engine_frames(dialect, RuntimeError("x"), ticks))
+        assert failed[-1] == "error"

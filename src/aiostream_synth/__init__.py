@@ -12,6 +12,10 @@ Layers, each importing only those below it:
 
 from importlib.metadata import version as _version
 
+from aiostream_synth._dialects.anthropic.stream import AnthropicDialect as AnthropicDialect
+from aiostream_synth._dialects.anthropic.synthesis import (
+    synthesize_anthropic_sse as synthesize_anthropic_sse,
+)
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body as sanitize_streaming_chat_body,
 )
@@ -88,6 +92,7 @@ __all__ = [
     "CHAT_KEEPALIVE_FRAME",
     "DONE_FRAME",
     "AiostreamSynthError",
+    "AnthropicDialect",
     "Backend",
     "BackendCall",
     "BackendError",
@@ -126,6 +131,7 @@ __all__ = [
     "restore_namespace_tool_calls",
     "sanitize_streaming_chat_body",
     "sanitize_streaming_responses_body",
+    "synthesize_anthropic_sse",
     "synthesize_chat_completion_sse",
     "synthesize_responses_failure_sse",
     "synthesize_responses_keepalive_sse",

@@ -17,7 +17,7 @@ Adding a dialect adds a folder implementing both and one line in the registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -33,12 +33,15 @@ __all__ = [
     "DialectSpec",
     "DialectStream",
     "ErrorResponse",
+    "LocalRoute",
     "Outcome",
     "StreamDialect",
 ]
 
 #: How a finished response ended, as the proxy's metrics name it.
 Outcome = Literal["completed", "incomplete", "failed"]
+#: A dialect-local endpoint: the parsed JSON body in, the JSON answer out (pure).
+LocalRoute = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,10 @@ class DialectSpec(Protocol):
         output-length limit (a client's retry may change them and still want the same answer)."""
         ...
 
+    def warm_up(self) -> None:
+        """Build now what the first request would otherwise build (a server calls it at start)."""
+        ...
+
     def response_headers(self) -> Mapping[str, str]:
         """Headers every answer in this dialect carries (Anthropic's ``request-id``)."""
         ...
@@ -158,5 +165,10 @@ class DialectSpec(Protocol):
         ...
 
     def outcome(self, last: bytes) -> Outcome:
-        """How a streamed response ended, from its last frame."""
+        """How a streamed response ended, from its last write (one or more frames)."""
+        ...
+
+    @property
+    def local_routes(self) -> Mapping[str, LocalRoute]:
+        """Paths this dialect answers itself, without a backend (``count_tokens``)."""
         ...

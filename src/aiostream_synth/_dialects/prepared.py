@@ -37,11 +37,18 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SanitizeOptions:
-    """The Responses sanitizer switches (see :func:`sanitize_streaming_responses_body`)."""
+    """Request preparation switches: the Responses sanitizer's (see
+    :func:`sanitize_streaming_responses_body`) and the Anthropic one's."""
 
     drop_custom_tools: bool = False
     drop_hosted_tools: bool = False
     hoist_carrier_custom_tools: bool = False
+    #: Anthropic ``role: "system"`` messages: folded into the user turn as
+    #: ``<system-reminder>`` text (default), forwarded, or refused with a 400.
+    anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
+    #: Anthropic: strip Claude Code's ``safeguards`` (auto mode without its classifier)
+    #: instead of refusing the request.
+    allow_unchecked_auto_mode: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

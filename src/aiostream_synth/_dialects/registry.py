@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aiostream_synth._dialects.anthropic.spec import ANTHROPIC
 from aiostream_synth._dialects.base import DialectSpec
 from aiostream_synth._dialects.chat.spec import CHAT
 from aiostream_synth._dialects.prepared import Dialect
@@ -16,7 +17,7 @@ from aiostream_synth._dialects.responses.spec import RESPONSES
 
 __all__ = ["DIALECTS", "Dialect", "route_table", "spec_for", "wants_stream"]
 
-DIALECTS: tuple[DialectSpec, ...] = (CHAT, RESPONSES)
+DIALECTS: tuple[DialectSpec, ...] = (CHAT, RESPONSES, ANTHROPIC)
 _BY_NAME: dict[str, DialectSpec] = {spec.name: spec for spec in DIALECTS}
 
 
@@ -41,7 +42,8 @@ def route_table(names: Mapping[str, str] | None = None) -> dict[str, DialectSpec
 def wants_stream(body: Any, dialect: Dialect) -> bool:
     """Whether ``body`` asks for a streamed answer in ``dialect``.
 
-    Chat: only ``stream is True`` (``"true"`` or ``1`` stay on the strict path, where
-    validation rejects them). Responses: any truthy ``stream``, as the reference dispatch does.
+    Chat and Anthropic: only ``stream is True`` (``"true"`` or ``1`` stay on the strict path,
+    where validation rejects them). Responses: any truthy ``stream``, as the reference dispatch
+    does.
     """
     return spec_for(dialect).wants_stream(body)

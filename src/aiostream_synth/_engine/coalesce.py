@@ -67,7 +67,7 @@ class _SharedCall:
         self.error: BaseException | None = None
         #: The call's cancel scope; its deadline is the linger once every client has left.
         self.scope = anyio.CancelScope()
-        #: Every client left before the call finished.
+        #: The call finished with no client waiting for it (its answer is kept for a retry).
         self.abandoned = False
 
     def attachable(self, mode: CoalesceMode) -> bool:
@@ -84,7 +84,7 @@ class Coalescer:
         task_group: anyio.abc.TaskGroup,
         *,
         mode: CoalesceMode = "retries",
-        linger: float = 0.5,
+        linger: float = 0.9,
         window: float = 10.0,
     ) -> None:
         if mode not in ("retries", "all", "off"):
@@ -130,7 +130,6 @@ class Coalescer:
         finally:
             shared.clients -= 1
             if shared.clients == 0 and not shared.done.is_set():
-                shared.abandoned = True
                 shared.scope.deadline = anyio.current_time() + self._linger
         if shared.error is not None:
             raise _copy(shared.error)
@@ -150,6 +149,7 @@ class Coalescer:
         finally:
             if not returned and shared.error is None:  # cancelled: by the linger, or from outside
                 shared.error = StreamAborted("every client left; the backend call was cancelled")
+            shared.abandoned = shared.clients == 0
             shared.done.set()
         cancelled = shared.scope.cancelled_caught
         if not cancelled and (shared.error is not None or shared.abandoned):

@@ -1,4 +1,4 @@
-"""Our strict non-streaming params models for both dialects (decision P3).
+"""Our strict non-streaming params models for every dialect (decision P3).
 
 ``ChatCompletionParams`` and ``ResponsesParams`` are pydantic models generated from the
 installed openai SDK's ``CompletionCreateParamsNonStreaming`` / ``ResponseCreateParamsNonStreaming``
@@ -23,6 +23,8 @@ __all__ = [
     "CHAT_PROVIDER_EXTENSION_FIELDS",
     "ChatCompletionParams",
     "ResponsesParams",
+    "anthropic_params",
+    "is_mirror",
     "item_adapter",
     "param_fields",
     "params_dict",
@@ -49,7 +51,13 @@ def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
         __module__="aiostream_synth",
         **fields,
     )
+    model.__aiostream_mirror__ = True
     return model  # type: ignore[no-any-return]
+
+
+def is_mirror(model: type[BaseModel]) -> bool:
+    """Whether ``model`` is one of our generated params models (not a caller's own)."""
+    return getattr(model, "__aiostream_mirror__", False) is True
 
 
 ChatCompletionParams: type[BaseModel] = _model_from_typeddict(
@@ -62,6 +70,23 @@ ResponsesParams: type[BaseModel] = _model_from_typeddict(
     ResponseCreateParamsNonStreaming,
     "Strict non-streaming Responses create params, mirrored from the installed openai SDK.",
 )
+
+
+@cache
+def anthropic_params() -> type[BaseModel]:
+    """Strict non-streaming Messages create params, mirrored from the installed anthropic SDK's
+    *beta* params (the superset Claude Code sends: ``context_management``, ``output_config``,
+    ``thinking`` variants, ``role: "system"`` messages...). Built on first use: the beta types
+    are large (about a second to build), and only Anthropic requests need them."""
+    from anthropic.types.beta.message_create_params import (
+        MessageCreateParamsNonStreaming as AnthropicCreateParamsNonStreaming,
+    )
+
+    return _model_from_typeddict(
+        "AnthropicParams",
+        AnthropicCreateParamsNonStreaming,
+        "Strict non-streaming Anthropic Messages create params, mirrored from the installed anthropic SDK.",
+    )
 
 
 @cache
@@ -97,6 +122,6 @@ def params_dict(params: BaseModel) -> dict[str, Any]:
     to dicts), so the set fields are read directly; ``model_dump`` would walk and copy the whole
     40 KB of a Codex request again (~30 µs). Other models are dumped normally.
     """
-    if type(params) in (ChatCompletionParams, ResponsesParams):
+    if is_mirror(type(params)):
         return {name: getattr(params, name) for name in params.model_fields_set}
     return params.model_dump(exclude_unset=True, by_alias=True)

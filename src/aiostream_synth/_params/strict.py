@@ -9,6 +9,9 @@ an annotation so that pydantic validates it eagerly and strictly:
   so an unknown key anywhere is reported as ``extra_forbidden`` at a literal location;
 * ``Iterable`` / ``Sequence`` / ``SequenceNotStr`` become ``list``; ``Annotated`` metadata is
   dropped;
+* a file-upload type (``IO[bytes]``, a path) becomes ``str``, what a JSON body carries there;
+* a pydantic model arm (the anthropic SDK's response blocks, which a request may carry back)
+  becomes a TypedDict mirror of its fields, so a JSON object validates to a dict, never a model;
 * a union of ``TypedDict`` arms that all declare a literal ``type`` (else ``role``: chat
   messages) becomes a union discriminated on that key, so a bad tool spec, input item or
   message is reported against the arms of its own kind only, not against every arm.
@@ -24,6 +27,7 @@ The field sets therefore follow whatever openai version is installed.
 from __future__ import annotations
 
 import collections.abc
+import os
 import types
 import typing
 from collections.abc import Callable
@@ -31,7 +35,7 @@ from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 import typing_extensions
-from pydantic import ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 
 __all__ = ["list_item_type", "strict_type"]
 
@@ -99,6 +103,35 @@ def _strict_typeddict(tp: type, relaxed: bool) -> Any:
             inner = strict_type(bare, relaxed=relaxed)
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[key] = wrapper[inner]
+        make_typeddict: Any = typing_extensions.TypedDict
+        mirrored: Any = make_typeddict(tp.__name__, fields, total=False)
+        mirrored.__pydantic_config__ = _FORBID
+        mirrored.__module__ = __name__
+        mirrored.__qualname__ = tp.__name__
+    finally:
+        _building.discard(cache_key)
+    _cache[cache_key] = mirrored
+    return mirrored
+
+
+def _strict_model(tp: type[BaseModel], relaxed: bool) -> Any:
+    """A pydantic model arm (the anthropic SDK lets a request carry its response blocks back)
+    as a TypedDict mirror, so that a JSON object validates to a plain dict, never a model."""
+    cache_key = (tp, relaxed)
+    if cache_key in _cache:
+        return _cache[cache_key]
+    if cache_key in _building:
+        return dict[str, Any]
+    _building.add(cache_key)
+    try:
+        fields: dict[str, Any] = {}
+        for name, info in tp.model_fields.items():
+            bare = info.annotation
+            required = info.is_required()
+            if relaxed and not ((info.alias or name) in _KIND_KEYS and _is_literal(bare)):
+                required = False
+            wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
+            fields[info.alias or name] = wrapper[strict_type(bare, relaxed=relaxed)]
         make_typeddict: Any = typing_extensions.TypedDict
         mirrored: Any = make_typeddict(tp.__name__, fields, total=False)
         mirrored.__pydantic_config__ = _FORBID
@@ -180,12 +213,23 @@ def _strict_union(args: tuple[Any, ...], relaxed: bool) -> Any:
     return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
 
 
+def _is_file_input(tp: Any, origin: Any) -> bool:
+    """A file-upload type (``IO[bytes]``, a path): in a JSON body such a value is a string."""
+    if tp is typing.IO or origin is typing.IO:
+        return True
+    return isinstance(tp, type) and issubclass(tp, (os.PathLike, typing.IO))
+
+
 def strict_type(tp: Any, *, relaxed: bool = False) -> Any:
     """Return the strict, eagerly validatable counterpart of an SDK annotation
     (``relaxed``: with no required keys but literal kinds, see the module docstring)."""
     if _is_typeddict(tp):
         return _strict_typeddict(tp, relaxed)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return _strict_model(tp, relaxed)
     origin = get_origin(tp)
+    if _is_file_input(tp, origin):
+        return str
     if origin is None:
         return tp
     args = get_args(tp)

@@ -8,8 +8,8 @@ testable without a server. Routes:
 * ``GET /v1/models`` — the upstream's list, or the embedded model;
 * ``GET /healthz``, ``GET /metrics`` (Prometheus text; process-local).
 
-With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` (401 in OpenAI's
-shape otherwise). Every request logs one line on ``aiostream_synth.proxy``: dialect, streaming
+With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` or
+``x-api-key: <api_key>`` (401 in OpenAI's shape otherwise). Every request logs one line on ``aiostream_synth.proxy``: dialect, streaming
 or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected),
 status, upstream latency, keepalives, bytes, and what the request lost on the way (at WARNING
 when that is more than client bookkeeping and replay ids, decision P10).
@@ -86,6 +86,15 @@ class ProxyConfig:
     drop_custom_tools: bool = False
     drop_hosted_tools: bool = False
     hoist_carrier_custom_tools: bool = False
+    #: Anthropic: an intermediate ``message_delta`` at least this often, seconds (None: pings only).
+    anthropic_event_keepalive_s: float | None = 240.0
+    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
+    anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
+    allow_unchecked_auto_mode: bool = False
+    #: Which identical requests share one backend call (a retry after a drop, by default).
+    coalesce: Literal["retries", "all", "off"] = "retries"
+    coalesce_linger: float = 0.9
+    coalesce_window: float = 10.0
     drain_timeout: float = 30.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 1
@@ -135,10 +144,7 @@ def _outcome(record: _Record) -> str:
             if record.status < 400
             else ("rejected" if record.upstream_latency is None else "failed")
         )
-    # One write may carry several frames: the outcome is named by the last of them.
-    cut = record.last_frame.rfind(b"\n\n", 0, -2)
-    last = record.last_frame if cut < 0 else record.last_frame[cut + 2 :]
-    return record.spec.outcome(last)
+    return record.spec.outcome(record.last_frame)
 
 
 class ProxyApp:
@@ -174,11 +180,18 @@ class ProxyApp:
             responses_events=config.responses_events,
             responses_keepalive=config.responses_keepalive,
             chat_keepalive=config.chat_keepalive,
+            anthropic_event_keepalive_s=config.anthropic_event_keepalive_s,
+            anthropic_unknown_blocks=config.anthropic_unknown_blocks,
             sanitize=SanitizeOptions(
                 drop_custom_tools=config.drop_custom_tools,
                 drop_hosted_tools=config.drop_hosted_tools,
                 hoist_carrier_custom_tools=config.hoist_carrier_custom_tools,
+                anthropic_system_messages=config.anthropic_system_messages,
+                allow_unchecked_auto_mode=config.allow_unchecked_auto_mode,
             ),
+            coalesce=config.coalesce,
+            coalesce_linger=config.coalesce_linger,
+            coalesce_window=config.coalesce_window,
             max_body_bytes=config.max_body_bytes,
             on_prepared=self._prepared,
             log_removals=False,  # the request line below carries them
@@ -246,11 +259,15 @@ class ProxyApp:
         await self._instrumented(spec, scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
+        """``Authorization: Bearer <key>`` (OpenAI clients, ``ANTHROPIC_AUTH_TOKEN``) or
+        ``x-api-key: <key>`` (the anthropic SDKs, ``ANTHROPIC_API_KEY``)."""
         if self.config.api_key is None:
             return True
-        given = request_headers(scope).get("authorization", "")
-        expected = f"Bearer {self.config.api_key}"
-        return hmac.compare_digest(given.encode(), expected.encode())
+        headers = request_headers(scope)
+        expected = self.config.api_key.encode()
+        bearer = headers.get("authorization", "").removeprefix("Bearer ").encode()
+        key = headers.get("x-api-key", "").encode()
+        return hmac.compare_digest(bearer, expected) or hmac.compare_digest(key, expected)
 
     async def _models(self, scope: Scope, send: Send) -> None:
         if self.upstream is None:

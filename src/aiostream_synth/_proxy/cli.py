@@ -27,18 +27,23 @@ _BOOL_FIELDS = (
     "drop_custom_tools",
     "drop_hosted_tools",
     "hoist_carrier_custom_tools",
+    "allow_unchecked_auto_mode",
 )
 #: Options that may be None: their number type, and 0 (or less) on the command line means None.
 _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "timeout": float,
     "read_timeout": float,
     "upstream_max_connections": int,
+    "anthropic_event_keepalive_s": float,
 }
 _CHOICES: dict[str, list[str]] = {
     "responses_events": ["full", "minimal"],
     "responses_keepalive": ["events", "comment"],
     "chat_keepalive": ["comment", "none"],
     "on_disconnect": ["cancel", "finish"],
+    "anthropic_unknown_blocks": ["drop", "passthrough"],
+    "anthropic_system_messages": ["translate", "forward", "reject"],
+    "coalesce": ["retries", "all", "off"],
     "server": ["uvicorn", "hypercorn"],
     "loop": ["auto", "asyncio", "uvloop", "trio"],
     "log_level": ["critical", "error", "warning", "info", "debug"],
@@ -63,6 +68,13 @@ _HELP = {
     "drop_custom_tools": "drop Responses custom (free-form) tools",
     "drop_hosted_tools": "drop hosted tools (web_search, ...) the backend cannot serve",
     "hoist_carrier_custom_tools": "hoist custom tools from additional_tools carriers",
+    "anthropic_event_keepalive_s": "Anthropic: an intermediate message_delta at least this often, seconds, besides pings (0: pings only; Claude Code re-arms its watchdog on 30 pings at most)",
+    "anthropic_unknown_blocks": "Anthropic: content blocks of a type the SDK does not know are dropped (Claude Code fails a turn ending in one) or passed through",
+    "anthropic_system_messages": "Anthropic: role system inside messages is folded into the user turn, forwarded, or refused (400)",
+    "allow_unchecked_auto_mode": "Anthropic: strip Claude Code's safeguards (auto mode without its classifier) instead of refusing the request",
+    "coalesce": "share one backend call: a retry after its client left or it failed (retries), any identical request (all), or never (off)",
+    "coalesce_linger": "seconds a call whose clients all left waits for their retry before it is cancelled",
+    "coalesce_window": "seconds a failed or abandoned call's outcome is kept for a retry",
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn)",
@@ -113,13 +125,16 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aiostream-synth",
-        description="Serve streaming OpenAI clients from a backend that only answers non-streaming.",
+        description="Serve streaming clients (OpenAI and Anthropic dialects) from a backend that only answers non-streaming.",
+        allow_abbrev=False,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the proxy", description=__doc__)
+    serve = commands.add_parser(
+        "serve", help="run the proxy", description=__doc__, allow_abbrev=False
+    )
     _add_serve_options(serve)
     demo = commands.add_parser(
-        "demo", help="start the proxy and stream a slow turn in each dialect"
+        "demo", help="start the proxy and stream a slow turn in each dialect", allow_abbrev=False
     )
     demo.add_argument("--delay", type=float, default=2.5, help="backend delay, seconds")
     demo.add_argument("--keepalive", type=float, default=0.5, help="keepalive interval, seconds")

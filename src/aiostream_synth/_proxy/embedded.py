@@ -9,18 +9,23 @@ message script the answer:
                   namespaced tool), with arguments valid for its JSON schema; a custom
                   tool gets a text input. ``[tool:NAME {"cmd": "ls"}]`` gives the
                   arguments (for a custom tool: the text after the name) explicitly
-``[reasoning]``   add a reasoning item (Responses) / ``reasoning_content`` (chat)
+``[reasoning]``   add a reasoning item (Responses) / ``reasoning_content`` (chat) / a
+                  signed thinking block (Anthropic)
 ``[error:429]``   fail with that HTTP status
-``[incomplete]``  status ``incomplete`` / ``finish_reason: length``
+``[incomplete]``  status ``incomplete`` / ``finish_reason: length`` / ``stop_reason:
+                  max_tokens``
 ``[usage-nulls]`` usage whose detail counters are ``null``
 ================  ====================================================================
 
 A request whose last input is a tool result gets a final text answer, so agent loops end.
+It answers all three APIs: Chat Completions, Responses and Anthropic Messages (Claude Code's
+``<system-reminder>`` text blocks are not echoed).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from typing import Any
@@ -102,6 +107,8 @@ class EmbeddedBackend:
         params = call.params
         if call.dialect == "chat":
             text, tool_result = self._chat_input(params)
+        elif call.dialect == "anthropic":
+            text, tool_result = self._anthropic_input(params)
         else:
             text, tool_result = self._responses_input(params)
         clean, directives = parse_directives(text)
@@ -125,6 +132,8 @@ class EmbeddedBackend:
         model = str(params.get("model") or self.model)
         if call.dialect == "chat":
             return self._chat(model, answer, clean, directives, tool)
+        if call.dialect == "anthropic":
+            return self._anthropic(model, answer, clean, directives, tool)
         return self._responses(model, answer, clean, directives, tool)
 
     # -- reading the request ----------------------------------------------------------------
@@ -149,12 +158,36 @@ class EmbeddedBackend:
         return (_content_text(users[-1].get("content")) if users else ""), None
 
     @staticmethod
+    def _anthropic_input(params: dict[str, Any]) -> tuple[str, str | None]:
+        messages = [m for m in params.get("messages") or () if isinstance(m, dict)]
+        if not messages or messages[-1].get("role") != "user":
+            return "", None
+        content = messages[-1].get("content")
+        if isinstance(content, str):
+            return content, None
+        blocks = [b for b in content or () if isinstance(b, dict)]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            return "", _content_text(results[-1].get("content"))
+        texts = [
+            b
+            for b in blocks
+            if b.get("type") == "text"
+            and not str(b.get("text", "")).startswith("<system-reminder>")
+        ]
+        return _content_text(texts), None
+
+    @staticmethod
     def _find_tool(tools: Any, name: str | None, dialect: str) -> dict[str, Any] | None:
         """``{"name", "kind": "function"|"custom", "schema"}`` of the tool ``name`` refers to."""
         for tool in tools or ():
             if not isinstance(tool, dict):
                 continue
             kind = tool.get("type")
+            if dialect == "anthropic":  # custom tools: {name, input_schema}, type optional
+                if kind not in (None, "custom") or tool.get("name") != name:
+                    continue
+                return {"name": name, "kind": "function", "schema": tool.get("input_schema")}
             spec = (
                 tool.get(kind, {}) if dialect == "chat" and kind in ("function", "custom") else tool
             )
@@ -301,6 +334,49 @@ class EmbeddedBackend:
             "usage": self._usage(prompt, answer, "usage-nulls" in directives, "responses"),
             # When the answer was ready (after any [delay]): lets load tests time the rest.
             "completed_at": None if incomplete else time.time(),
+        }
+
+    def _anthropic(
+        self,
+        model: str,
+        answer: str,
+        prompt: str,
+        directives: dict[str, str],
+        tool: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        key = _digest("anthropic", prompt, answer)
+        content: list[dict[str, Any]] = []
+        if "reasoning" in directives:
+            thinking = f"The user said: {prompt}"
+            signature = "sig_" + _digest("signature", thinking)
+            content.append({"type": "thinking", "thinking": thinking, "signature": signature})
+        stop_reason = "max_tokens" if "incomplete" in directives else "end_turn"
+        if tool is not None:
+            arguments = json.loads(_arguments(tool))
+            content.append(
+                {"type": "tool_use", "id": f"toolu_{key}", "name": tool["name"], "input": arguments}
+            )
+            stop_reason = "tool_use"
+        else:
+            if "tool" in directives:
+                answer = f"There is no tool named {directives['tool']!r} in this request."
+            content.append({"type": "text", "text": answer})
+        p, c = max(len(prompt.split()), 1), max(len(answer.split()), 1)
+        nulls = "usage-nulls" in directives
+        return {
+            "id": f"msg_{key}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": p,
+                "output_tokens": c,
+                "cache_creation_input_tokens": None if nulls else 0,
+                "cache_read_input_tokens": None if nulls else 0,
+            },
         }
 
 

@@ -24,6 +24,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from aiostream_synth._dialects.registry import DIALECTS
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 
 __all__ = ["run"]
@@ -123,6 +124,14 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
     asyncio.run(asyncio_main())
 
 
+def _warm_up() -> None:
+    """Build what a dialect's first request would otherwise build (the Anthropic params model
+    takes about a second; it is built on first use, so library users who never serve that
+    dialect never pay for it)."""
+    for spec in DIALECTS:
+        spec.warm_up()
+
+
 def _freeze_startup_heap() -> None:
     """Put everything alive once the app is built (modules, the params models and their
     validators, the app) beyond the garbage collector's reach. None of it ever becomes garbage,
@@ -135,6 +144,7 @@ def _freeze_startup_heap() -> None:
 
 def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
     app = ProxyApp(config)
+    _warm_up()
     _freeze_startup_heap()
     if config.server == "hypercorn" or config.loop == "trio":
         _hypercorn(app, config)

@@ -1,4 +1,9 @@
-"""The upstream backend: any OpenAI-compatible server that answers non-streaming.
+"""The upstream backend: any server that answers non-streaming, in each call's API.
+
+Chat Completions and Responses calls go to ``{base}/chat/completions`` and ``{base}/responses``
+with a bearer token; Messages calls to ``{base}/messages`` with Anthropic's ``x-api-key`` and
+``anthropic-version`` headers (and the client's ``anthropic-beta``, which names the features its
+body uses). ``base`` is the URL given, ``/v1`` included.
 
 Called through the openai SDK's ``AsyncOpenAI`` at its JSON level (``post(path, body=...)``):
 the body is sent exactly as prepared, so provider extension fields on the non-streaming path
@@ -24,6 +29,8 @@ from aiostream_synth._serving.asgi import BackendCall
 
 __all__ = ["UpstreamBackend"]
 
+#: The Messages API version sent when the client named none.
+ANTHROPIC_VERSION = "2023-06-01"
 #: Idle connections kept for reuse between bursts (the SDK's default).
 _IDLE_CONNECTIONS = 100
 
@@ -70,12 +77,30 @@ class UpstreamBackend:
             return {"Authorization": call_headers["authorization"]}
         return {}
 
+    def _anthropic_headers(self, call_headers: Any) -> dict[str, Any]:
+        key = self.client.api_key
+        if self.forward_authorization and "x-api-key" in call_headers:
+            key = call_headers["x-api-key"]
+        headers: dict[str, Any] = {
+            "x-api-key": key,
+            "anthropic-version": call_headers.get("anthropic-version", ANTHROPIC_VERSION),
+            "Authorization": self._headers(call_headers).get("Authorization", openai.Omit()),
+        }
+        if "anthropic-beta" in call_headers:
+            headers["anthropic-beta"] = call_headers["anthropic-beta"]
+        return headers
+
     async def __call__(self, call: BackendCall) -> Any:
+        headers = (
+            self._anthropic_headers(call.headers)
+            if call.dialect == "anthropic"
+            else self._headers(call.headers)
+        )
         return await self.client.post(
             spec_for(call.dialect).upstream_path,
             cast_to=object,
             body=call.params,
-            options={"headers": self._headers(call.headers)},
+            options={"headers": headers},
         )
 
     async def models(self, headers: Any = None) -> Any:

@@ -44,7 +44,7 @@ import anyio.abc
 if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
-from aiostream_synth._dialects.base import DialectSpec, ErrorResponse
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute
 from aiostream_synth._dialects.prepared import (
     DEFAULT_MAX_BODY_BYTES,
     Dialect,
@@ -77,6 +77,7 @@ __all__ = [
     "CompletionBackend",
     "StreamSettings",
     "SynthesizingApp",
+    "answer_locally",
     "dialect_error",
     "handle_request",
     "open_stream",
@@ -150,7 +151,7 @@ class StreamSettings:
     #: Which identical requests share one backend call (see :mod:`aiostream_synth._engine.coalesce`).
     coalesce: CoalesceMode = "retries"
     #: Seconds a call whose clients all left waits for a retry before it is cancelled.
-    coalesce_linger: float = 0.5
+    coalesce_linger: float = 0.9
     #: Seconds a failed or abandoned call's outcome stays available to a retry.
     coalesce_window: float = 10.0
 
@@ -354,8 +355,8 @@ async def _respond(
     try:
         await _write(stream, send, [*SSE_HEADERS, *headers] if headers else SSE_HEADERS)
     except BackendError as exc:  # raised only before the first frame: nothing was sent yet
-        own = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
-        await send_json(send, exc.status_code, exc.body, [*headers, *own])
+        ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
+        await send_json(send, exc.status_code, exc.body, _header_pairs({**ours, **exc.headers}))
     else:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -406,23 +407,24 @@ async def handle_request(
     """Serve one POST in a dialect (a spec, or its name) on the native path."""
     spec = spec_for(spec)
     headers = request_headers(scope)
-    extra = _header_pairs(spec.response_headers())
+    extra = dict(spec.response_headers())
     try:
         refuse_when_closing(shutdown)
         prepared = prepare(spec, await read_body(receive, settings.max_body_bytes), settings)
     except RequestError as exc:
         error = dialect_error(spec, exc)
         await send_json(
-            send, error.status_code, error.body, [*extra, *_header_pairs(error.headers)]
+            send, error.status_code, error.body, _header_pairs({**extra, **error.headers})
         )
         return
     except ClientGone:
         return
-    extra.append(dropped_header(prepared.removals))
+    name, value = dropped_header(prepared.removals)
+    extra[name.decode()] = value.decode()
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
         await send_json(
-            send, answer.status_code, answer.body, [*extra, *_header_pairs(answer.headers)]
+            send, answer.status_code, answer.body, _header_pairs({**extra, **answer.headers})
         )
         return
     await stream_to_asgi(
@@ -430,8 +432,26 @@ async def handle_request(
         receive,
         send,
         shutdown=shutdown,
-        headers=extra,
+        headers=_header_pairs(extra),
     )
+
+
+async def answer_locally(
+    spec: DialectSpec, route: LocalRoute, receive: Receive, send: Send, settings: StreamSettings
+) -> None:
+    """A dialect-local endpoint (``count_tokens``): the body in, the dialect's answer out."""
+    extra = dict(spec.response_headers())
+    try:
+        body = parse_json_body(await read_body(receive, settings.max_body_bytes))
+    except RequestError as exc:
+        error = dialect_error(spec, exc)
+        await send_json(
+            send, error.status_code, error.body, _header_pairs({**extra, **error.headers})
+        )
+        return
+    except ClientGone:
+        return
+    await send_json(send, 200, route(body), _header_pairs(extra))
 
 
 class SynthesizingApp:
@@ -461,6 +481,12 @@ class SynthesizingApp:
         self.settings = settings or StreamSettings()
         self.shutdown = shutdown or ShutdownSignal()
         self.routes: dict[str, DialectSpec] = route_table(routes)
+        #: Paths a dialect answers itself (``count_tokens``), for the dialects routed above.
+        self.local_routes: dict[str, tuple[DialectSpec, LocalRoute]] = {
+            path: (spec, route)
+            for spec in {id(spec): spec for spec in self.routes.values()}.values()
+            for path, route in spec.local_routes.items()
+        }
         self.drain_timeout = drain_timeout
         self._backend_tasks: anyio.abc.TaskGroup | None = None
         #: Shares backend calls between a request and its retries (set up by the lifespan).
@@ -472,7 +498,12 @@ class SynthesizingApp:
             return
         if scope["type"] != "http":
             return
-        spec = self.routes.get(scope["path"].rstrip("/") or "/")
+        path = scope["path"].rstrip("/") or "/"
+        local = self.local_routes.get(path)
+        if local is not None and scope["method"] == "POST":
+            await answer_locally(local[0], local[1], receive, send, self.settings)
+            return
+        spec = self.routes.get(path)
         if spec is None:
             await send_json(
                 send,

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from aiostream_synth._params.models import (
     CHAT_PROVIDER_EXTENSION_FIELDS,
     ChatCompletionParams,
+    is_mirror,
     param_fields,
 )
 from aiostream_synth._params.removals import Removals
@@ -113,6 +114,6 @@ def validate_streaming_chat_params(
     model = validate_params(params_model, body, report, member_fields=("messages", "tools"))
     if removals is None:
         report.log(LOG, "chat request")
-    if type(model) is ChatCompletionParams:
+    if is_mirror(type(model)):
         attach_views(model)
     return model

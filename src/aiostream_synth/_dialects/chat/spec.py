@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, Outcome
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body,
     validate_streaming_chat_params,
@@ -89,6 +89,11 @@ class ChatSpec:
     def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
 
+    local_routes: Mapping[str, LocalRoute] = {}
+
+    def warm_up(self) -> None:
+        """Nothing: the OpenAI params models are built at import."""
+
     def response_headers(self) -> Mapping[str, str]:
         return {}
 
@@ -96,7 +101,7 @@ class ChatSpec:
         return body == KEEPALIVE_COMMENT
 
     def outcome(self, last: bytes) -> Outcome:
-        return "completed" if last == DONE_FRAME else "failed"
+        return "completed" if last.endswith(DONE_FRAME) else "failed"
 
 
 CHAT = ChatSpec()

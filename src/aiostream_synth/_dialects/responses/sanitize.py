@@ -47,7 +47,7 @@ from aiostream_synth._dialects.responses.namespaces import (
     flatten_tools,
 )
 from aiostream_synth._dialects.responses.replay import normalize_replay_item
-from aiostream_synth._params.models import ResponsesParams, param_fields
+from aiostream_synth._params.models import ResponsesParams, is_mirror, param_fields
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._params.validation import member_kinds, validate_params
 from aiostream_synth._params.view import attach_views
@@ -326,6 +326,6 @@ def validate_streaming_responses_params(
     )
     if removals is None:
         report.log(LOG, "responses request")
-    if type(model) is ResponsesParams:
+    if is_mirror(type(model)):
         attach_views(model)
     return model

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, Outcome
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
 from aiostream_synth._dialects.openai_errors import openai_error
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._dialects.responses.sanitize import (
@@ -113,6 +113,11 @@ class ResponsesSpec:
     def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
 
+    local_routes: Mapping[str, LocalRoute] = {}
+
+    def warm_up(self) -> None:
+        """Nothing: the OpenAI params models are built at import."""
+
     def response_headers(self) -> Mapping[str, str]:
         return {}
 
@@ -124,9 +129,11 @@ class ResponsesSpec:
         return bool(blocks) and all(is_responses_lifecycle_chunk(b + b"\n\n") for b in blocks)
 
     def outcome(self, last: bytes) -> Outcome:
-        if last.startswith(b"event: response.completed"):
+        cut = last.rfind(b"\n\n", 0, -2)  # the write's last frame names the outcome
+        final = last if cut < 0 else last[cut + 2 :]
+        if final.startswith(b"event: response.completed"):
             return "completed"
-        if last.startswith(b"event: response.incomplete"):
+        if final.startswith(b"event: response.incomplete"):
             return "incomplete"
         return "failed"
 

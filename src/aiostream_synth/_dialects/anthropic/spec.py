@@ -1,0 +1,138 @@
+"""Anthropic Messages as an HTTP API: ``POST /v1/messages`` and ``/v1/messages/count_tokens``.
+
+Claude Code always calls ``/v1/messages?beta=true`` (the query string is not part of an ASGI
+path, so both land here) and falls back to the same body without streaming after any mid-stream
+failure, so non-streaming requests get the same preparation as streaming ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from aiostream_synth._dialects.anthropic.errors import anthropic_error, new_request_id
+from aiostream_synth._dialects.anthropic.sanitize import (
+    request_block_types,
+    sanitize_anthropic_body,
+    validate_anthropic_params,
+)
+from aiostream_synth._dialects.anthropic.stream import AnthropicDialect
+from aiostream_synth._dialects.anthropic.synthesis import known_block_types
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
+from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._params.models import anthropic_params, params_dict
+from aiostream_synth._params.removals import Removals
+
+__all__ = ["ANTHROPIC", "estimate_input_tokens"]
+
+_NOT_IDENTIFYING = ("stream", "max_tokens")
+_KEEPALIVE_HEADS = (b"event: ping\n", b"event: message_start\n")
+_KEEPALIVE_DELTA = b'"stop_reason":null'
+
+
+def estimate_input_tokens(body: dict[str, Any]) -> dict[str, Any]:
+    """``count_tokens``: about one token per four characters of what the model would read
+    (system, messages, tools). A backend without a tokenizer endpoint answers nothing better;
+    Claude Code uses the number for its context estimate only."""
+    text = orjson.dumps([body.get("system"), body.get("messages"), body.get("tools")])
+    return {"input_tokens": max(1, math.ceil(len(text) / 4))}
+
+
+class AnthropicSpec:
+    """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
+
+    name: str = "anthropic"
+    paths: tuple[str, ...] = ("/v1/messages", "/messages")
+    upstream_path: str = "/messages"
+    local_routes: Mapping[str, LocalRoute] = {
+        "/v1/messages/count_tokens": estimate_input_tokens,
+        "/messages/count_tokens": estimate_input_tokens,
+    }
+
+    def wants_stream(self, body: Any) -> bool:
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def prepare(
+        self,
+        body: dict[str, Any],
+        *,
+        sanitize: SanitizeOptions,
+        params_model: type[BaseModel] | None,
+    ) -> PreparedRequest:
+        removals = Removals()
+        cleaned = sanitize_anthropic_body(
+            body,
+            system_messages=sanitize.anthropic_system_messages,
+            allow_unchecked_auto_mode=sanitize.allow_unchecked_auto_mode,
+            params_model=params_model,
+            removals=removals,
+        )
+        try:
+            model = validate_anthropic_params(cleaned, params_model=params_model, removals=removals)
+        except ValidationError as exc:
+            raise validation_error(cleaned, exc, removals) from None
+        return PreparedRequest(
+            dialect="anthropic",
+            stream=self.wants_stream(body),
+            params=params_dict(model),
+            echo={"model": body.get("model")},
+            removals=removals,
+            body=body,
+        )
+
+    def stream_dialect(
+        self, prepared: PreparedRequest, settings: DialectSettings
+    ) -> AnthropicDialect:
+        model = prepared.echo.get("model")
+        return AnthropicDialect(
+            model=model if isinstance(model, str) else None,
+            event_keepalive_s=settings.anthropic_event_keepalive_s,
+            unknown_blocks=settings.anthropic_unknown_blocks,
+        )
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        return anthropic_error(status_code, message, code=code, type=type)
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Claude Code's non-streaming fallback repeats the body with ``stream: false`` and
+        ``max_tokens`` capped at 64000: neither identifies the generation."""
+        return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
+
+    def warm_up(self) -> None:
+        """The params model and the SDK's block types (about a second, first use only)."""
+        anthropic_params()
+        request_block_types()
+        known_block_types()
+
+    def response_headers(self) -> Mapping[str, str]:
+        """A ``request-id`` on every answer (both SDKs expose it as ``request_id``)."""
+        return {"request-id": new_request_id()}
+
+    def is_keepalive(self, body: bytes) -> bool:
+        """Pings, the ``message_start`` a keepalive commits with, event keepalives."""
+        blocks = body.split(b"\n\n")[:-1]
+        return bool(blocks) and all(
+            block.startswith(_KEEPALIVE_HEADS)
+            or (block.startswith(b"event: message_delta\n") and _KEEPALIVE_DELTA in block)
+            for block in blocks
+        )
+
+    def outcome(self, last: bytes) -> Outcome:
+        if not last.endswith(b'{"type":"message_stop"}\n\n'):
+            return "failed"
+        return "incomplete" if b'"stop_reason":"max_tokens"' in last else "completed"
+
+
+ANTHROPIC = AnthropicSpec()

@@ -1,0 +1,195 @@
+"""Request coalescing: a retry shares the backend call of the request it repeats (``_engine/coalesce``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import pytest
+
+from aiostream_synth._engine.coalesce import Coalescer, coalesce_key
+from aiostream_synth._wire.errors import StreamAborted
+
+pytestmark = pytest.mark.anyio
+
+KEY = coalesce_key("anthropic", {"messages": ["hi"]}, {"x-api-key": "k"})
+
+
+class Backend:
+    """One generation: counts calls, takes ``delay``, may fail, records cancellation."""
+
+    def __init__(self, delay: float = 10.0, error: Exception | None = None) -> None:
+        self.delay = delay
+        self.error = error
+        self.calls = 0
+        self.cancelled_at: float | None = None
+
+    async def __call__(self) -> Any:
+        self.calls += 1
+        try:
+            await anyio.sleep(self.delay)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled_at = anyio.current_time()
+            raise
+        if self.error is not None:
+            raise self.error
+        return {"answer": self.calls}
+
+
+@pytest.fixture
+def unit(exact_timing: bool) -> float:
+    """One "second" of these tests: real on trio's MockClock (instant), short on asyncio."""
+    return 1.0 if exact_timing else 0.02
+
+
+async def test_two_live_identical_requests_are_two_generations(unit: float) -> None:
+    """RL and eval harnesses sample several answers with identical requests: by default each
+    live request gets its own generation."""
+    backend = Backend(delay=unit)
+    results: list[Any] = []
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group)
+        for _ in range(2):
+            group.start_soon(_collect, shared.backend(KEY, backend), results)
+    assert backend.calls == 2
+    assert shared.attached == 0
+
+
+async def test_mode_all_shares_any_identical_request(unit: float) -> None:
+    """``all``: an identical request attaches while the call runs."""
+    backend = Backend(delay=unit)
+    results: list[Any] = []
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, mode="all")
+        for _ in range(2):
+            group.start_soon(_collect, shared.backend(KEY, backend), results)
+    assert backend.calls == 1
+    assert results == [{"answer": 1}, {"answer": 1}]
+
+
+async def _collect(call: Any, into: list[Any]) -> None:
+    into.append(await call())
+
+
+async def test_a_retry_after_a_drop_attaches_to_the_running_call(unit: float) -> None:
+    """The client left (its call lingers); its retry attaches and gets the answer; one call."""
+    backend = Backend(delay=5 * unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=0.9 * unit)
+        with anyio.move_on_after(2 * unit):  # the first client gives up
+            await shared.backend(KEY, backend)()
+        await anyio.sleep(0.5 * unit)  # the retry comes within the linger
+        assert await shared.backend(KEY, backend)() == {"answer": 1}
+        assert shared.in_flight == 0  # delivered to the retry: not kept for a repeat
+    assert backend.calls == 1
+    assert shared.attached == 1
+    assert backend.cancelled_at is None
+
+
+async def test_a_call_nobody_waits_for_is_cancelled_after_the_linger(unit: float) -> None:
+    """A23: the client left and no retry came: the backend call is cancelled within 1 s."""
+    backend = Backend(delay=3600)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=0.9 * unit)
+        with anyio.move_on_after(2 * unit):
+            await shared.backend(KEY, backend)()
+        left = anyio.current_time()
+        await anyio.sleep(1.5 * unit)
+        assert backend.cancelled_at is not None
+        assert backend.cancelled_at - left < 1.0 * unit
+        assert shared.in_flight == 0  # a cancelled call is not kept for later
+        with anyio.move_on_after(0.1 * unit):
+            await shared.backend(KEY, backend)()  # a later request starts its own call
+        group.cancel_scope.cancel()
+    assert backend.calls == 2
+
+
+async def test_a_retry_of_a_failed_call_gets_the_same_failure_at_once(unit: float) -> None:
+    """Claude Code re-sends after a mid-stream error: within the window the retry gets the same
+    failure without a second generation; after it, a new call is made."""
+
+    class Overloaded(Exception):
+        status_code = 529
+
+    backend = Backend(delay=unit, error=Overloaded("busy"))
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, window=10 * unit)
+        with pytest.raises(Overloaded):
+            await shared.backend(KEY, backend)()
+        start = anyio.current_time()
+        with pytest.raises(Overloaded, match="busy") as info:
+            await shared.backend(KEY, backend)()
+        assert anyio.current_time() - start < 0.5 * unit  # at once, not another generation
+        assert info.value.status_code == 529
+        await anyio.sleep(11 * unit)
+        with pytest.raises(Overloaded):
+            await shared.backend(KEY, backend)()
+        group.cancel_scope.cancel()
+    assert backend.calls == 2
+
+
+async def test_a_delivered_answer_is_never_replayed(unit: float) -> None:
+    """A request repeated after its answer was delivered is a new question: a new call."""
+    backend = Backend(delay=unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, window=10 * unit)
+        assert await shared.backend(KEY, backend)() == {"answer": 1}
+        assert await shared.backend(KEY, backend)() == {"answer": 2}
+    assert backend.calls == 2
+
+
+async def test_an_answer_that_came_after_its_client_left_goes_to_the_retry(unit: float) -> None:
+    """The call finished while abandoned (within the linger): kept for the window."""
+    backend = Backend(delay=2.5 * unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=0.9 * unit, window=10 * unit)
+        with anyio.move_on_after(2 * unit):
+            await shared.backend(KEY, backend)()
+        await anyio.sleep(3 * unit)  # the call ended at 2.5, 0.5 into the linger
+        assert await shared.backend(KEY, backend)() == {"answer": 1}
+        group.cancel_scope.cancel()
+    assert backend.calls == 1
+
+
+async def test_off_calls_the_backend_every_time() -> None:
+    """``off``: the backend function is the call itself."""
+    backend = Backend(delay=0)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, mode="off")
+        assert shared.backend(KEY, backend) is backend
+
+
+def test_what_identifies_a_generation() -> None:
+    """Dialect, body and credentials; the caller decides what of the body counts (the dialect
+    leaves out stream and the output limit)."""
+    body = {"messages": ["hi"]}
+    assert coalesce_key("anthropic", body, {"x-api-key": "k"}) == KEY
+    assert coalesce_key("anthropic", body, {"x-api-key": "other"}) != KEY
+    assert coalesce_key("chat", body, {"x-api-key": "k"}) != KEY
+    assert coalesce_key("anthropic", {"messages": ["hello"]}, {"x-api-key": "k"}) != KEY
+
+
+async def test_an_outside_cancellation_fails_every_waiter_cleanly() -> None:
+    """The server shutting down cancels the shared call: its waiters get a failure, not None."""
+    backend = Backend(delay=3600)
+    async with anyio.create_task_group() as outer:
+        calls = anyio.create_task_group()
+        await calls.__aenter__()
+        shared = Coalescer(calls, mode="all")
+        outcome: list[Any] = []
+
+        async def wait() -> None:
+            try:
+                outcome.append(await shared.backend(KEY, backend)())
+            except StreamAborted as exc:
+                outcome.append(exc)
+
+        outer.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()  # the waiter is attached, the call running
+        calls.cancel_scope.cancel()
+        await calls.__aexit__(None, None, None)
+        await anyio.lowlevel.checkpoint()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], StreamAborted)
