@@ -9,7 +9,9 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
 * ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
 * ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
 * ``proxy-w2``— the same with ``--workers 2``;
-* ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``).
+* ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``);
+* ``proxy-anthropic`` — ``aiostream-synth serve`` answering ``POST /v1/messages`` (Anthropic
+  Messages: ``ping`` keepalives, ``message_stop`` at the end) from the same embedded model.
 
 The load client (this process, raw asyncio sockets, its own core) opens N streams at once and
 parses every frame; a stream passes only with its terminal event and every frame parsing.
@@ -38,7 +40,42 @@ import sys
 import time
 from typing import Any
 
-SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2", "proxy-trio")
+SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2", "proxy-trio", "proxy-anthropic")
+
+
+class Wire:
+    """What the load client sends and reads for one dialect."""
+
+    def __init__(
+        self, path: bytes, keepalive: str, completed: str, failed: tuple[str, ...]
+    ) -> None:
+        self.path = path
+        self.keepalive = keepalive
+        self.completed = completed
+        self.terminals = (completed, *failed)
+
+    def body(self, prompt: str) -> bytes:
+        if self.path == b"/v1/messages":
+            message = [{"role": "user", "content": prompt}]
+            return json.dumps(
+                {"model": "bench", "max_tokens": 64, "messages": message, "stream": True}
+            ).encode()
+        return json.dumps({"model": "bench", "input": prompt, "stream": True}).encode()
+
+
+RESPONSES_WIRE = Wire(
+    b"/v1/responses",
+    "response.in_progress",
+    "response.completed",
+    ("response.failed", "response.incomplete"),
+)
+MESSAGES_WIRE = Wire(b"/v1/messages", "ping", "message_stop", ("error",))
+
+
+def wire_of(kind: str) -> Wire:
+    return MESSAGES_WIRE if kind == "proxy-anthropic" else RESPONSES_WIRE
+
+
 BACKEND_RESULT: dict[str, Any] = {
     "id": "resp_bench",
     "object": "response",
@@ -256,7 +293,9 @@ async def _read_chunked(reader: asyncio.StreamReader) -> Any:
         yield data
 
 
-async def one_stream(port: int, body: bytes, stats: Stats, delay: float, interval: float) -> None:
+async def one_stream(
+    port: int, wire: Wire, body: bytes, stats: Stats, delay: float, interval: float
+) -> None:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
@@ -265,7 +304,7 @@ async def one_stream(port: int, body: bytes, stats: Stats, delay: float, interva
         return
     sent = time.monotonic()
     writer.write(
-        b"POST /v1/responses HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n" % wire.path
         + b"Content-Length: %d\r\n\r\n" % len(body)
         + body
     )
@@ -291,16 +330,16 @@ async def one_stream(port: int, body: bytes, stats: Stats, delay: float, interva
                 event = json.loads(block.split(b"data: ", 1)[1])
                 kind = event["type"]
                 now = time.monotonic()
-                if kind == "response.in_progress":
+                if kind == wire.keepalive:
                     stats.keepalives += 1
                     if last_keepalive is not None:
                         stats.gaps.append((now - last_keepalive) / interval)
                     last_keepalive = now
-                elif kind in ("response.completed", "response.failed", "response.incomplete"):
-                    terminal = kind == "response.completed"
+                elif kind in wire.terminals:
+                    terminal = kind == wire.completed
                     # From the moment the backend had its answer (it stamps completed_at) to
                     # the terminal event here: what the server added; and end to end.
-                    finished = event["response"].get("completed_at")
+                    finished = event.get("response", {}).get("completed_at")
                     if finished:
                         stats.lateness.append(time.time() - finished)
                     stats.e2e_lateness.append(now - sent - delay)
@@ -324,8 +363,8 @@ def _pct(values: list[float], q: float) -> float | None:
 async def run_load(
     kind: str, port: int, n: int, delay: float, interval: float, server_pid: int, quiet: bool
 ) -> dict[str, Any]:
-    prompt = f"bench [delay:{delay:g}]"
-    body = json.dumps({"model": "bench", "input": prompt, "stream": True}).encode()
+    wire = wire_of(kind)
+    body = wire.body(f"bench [delay:{delay:g}]")
     stats = Stats(n)
     pids = _tree(server_pid)
     _, rss0 = _usage(pids)
@@ -343,7 +382,9 @@ async def run_load(
                 )
 
     reporter = asyncio.create_task(progress())
-    tasks = [asyncio.create_task(one_stream(port, body, stats, delay, interval)) for _ in range(n)]
+    tasks = [
+        asyncio.create_task(one_stream(port, wire, body, stats, delay, interval)) for _ in range(n)
+    ]
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10))
     # Measure only once the server holds every stream: each one has had its first byte.

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from corpus import SHAPES, chat_completion, codex_replay_request, codex_request, responses_result
+from corpus import (
+    SHAPES,
+    anthropic_message,
+    chat_completion,
+    codex_replay_request,
+    codex_request,
+    responses_result,
+)
 
 from aiostream_synth import (
     prepare_request,
@@ -23,6 +30,7 @@ from aiostream_synth import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )
+from aiostream_synth._dialects.anthropic.synthesis import anthropic_frames
 from aiostream_synth._dialects.chat.synthesis import chat_frames
 from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools
 from aiostream_synth._dialects.responses.synthesis import responses_frames
@@ -177,6 +185,9 @@ def main() -> None:
         chat = best(functools.partial(_chat, completion), args.budget)
         minimal = best(functools.partial(responses_frames, result, fidelity="minimal"), args.budget)
         full = best(functools.partial(responses_frames, result, fidelity="full"), args.budget)
+        message = anthropic_message(**spec)
+        messages_floor = best(functools.partial(orjson.dumps, message), args.budget)
+        messages = best(functools.partial(anthropic_frames, message), args.budget)
         rows.append(
             {
                 "shape": shape,
@@ -186,19 +197,23 @@ def main() -> None:
                 "minimal_ratio": minimal / resp_floor,
                 "full_us": full * 1e6,
                 "full_ratio": full / resp_floor,
+                "anthropic_us": messages * 1e6,
+                "anthropic_ratio": messages / messages_floor,
                 "chat_floor_us": chat_floor * 1e6,
                 "responses_floor_us": resp_floor * 1e6,
+                "anthropic_floor_us": messages_floor * 1e6,
             }
         )
 
     print(
-        "| shape | chat µs | chat / floor (≤3x) | minimal µs | minimal / floor (≤4x) | full µs | full / floor (≤8x) |"
+        "| shape | chat µs | chat / floor (≤3x) | minimal µs | minimal / floor (≤4x) | full µs | full / floor (≤8x) | anthropic µs | anthropic / floor |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['shape']} | {r['chat_us']:.1f} | {r['chat_ratio']:.2f}x | {r['minimal_us']:.1f} | "
-            f"{r['minimal_ratio']:.2f}x | {r['full_us']:.1f} | {r['full_ratio']:.2f}x |"
+            f"{r['minimal_ratio']:.2f}x | {r['full_us']:.1f} | {r['full_ratio']:.2f}x | "
+            f"{r['anthropic_us']:.1f} | {r['anthropic_ratio']:.2f}x |"
         )
 
     requests = _requests(args.budget, args.nemo_gym)

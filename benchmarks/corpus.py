@@ -122,6 +122,37 @@ def responses_result(
     }
 
 
+def anthropic_message(
+    content: str, *, reasoning: str | None = None, calls: int = 0, n: int = 1
+) -> dict[str, Any]:
+    """The same answer as an Anthropic Message (``n`` answers become ``n`` text blocks: the
+    API has no choices)."""
+    blocks: list[dict[str, Any]] = []
+    for i in range(n):
+        if reasoning:
+            blocks.append({"type": "thinking", "thinking": reasoning, "signature": f"sig_{i}"})
+        blocks.append({"type": "text", "text": content})
+        blocks.extend(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{i}_{k}",
+                "name": f"tool_{k}",
+                "input": {"path": f"/src/file_{k}.py", "line": k},
+            }
+            for k in range(calls)
+        )
+    return {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "bench-model",
+        "content": blocks,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1200, "output_tokens": 300},
+    }
+
+
 SHAPES: dict[str, dict[str, Any]] = {
     "small": {"content": "Hello! How can I help you today?"},
     "medium": {"content": _text(2048), "reasoning": _text(1024)},

@@ -4,7 +4,8 @@ The request's ``model`` scripts it: ``error-<status>`` fails with that status, `
 answers after ``s`` seconds (``slow-<s>-error-<status>`` fails after the delay), ``reasoning``
 adds a reasoning item (Responses) or ``reasoning_content`` (chat), ``text`` answers in text even
 when tools are offered. With tools and no ``text``, it calls the first tool, unless the last input
-is a tool result (so an agent's loop ends). It records every body and header it receives.
+is a tool result (so an agent's loop ends). It answers Chat Completions, Responses and Anthropic
+Messages (``/messages``), and records every body and header it receives.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class FakeUpstream:
             )
             return
         wants_text = "text" in model or _after_tool_result(data)
+        if scope["path"].endswith("/messages"):
+            await self._json(send, 200, _message(model, data, wants_text))
+            return
         if scope["path"].endswith("/chat/completions"):
             tools = data.get("tools") or []
             answer: dict[str, Any] = {"role": "assistant", "content": "upstream answer"}
@@ -179,3 +183,28 @@ def _after_tool_result(data: dict[str, Any]) -> bool:
         return False
     last = items[-1]
     return last.get("role") == "tool" or str(last.get("type", "")).endswith("_call_output")
+
+
+def _message(model: str, data: dict[str, Any], wants_text: bool) -> dict[str, Any]:
+    """An Anthropic Messages answer: text, or a call of the first tool; ``reasoning`` adds a
+    signed thinking block, ``future`` a block of a type no SDK knows (as the last block)."""
+    tools = data.get("tools") or []
+    content: list[dict[str, Any]] = []
+    if "reasoning" in model:
+        content.append({"type": "thinking", "thinking": "upstream reasoning", "signature": "sig_u"})
+    if tools and not wants_text:
+        content.append({"type": "tool_use", "id": "toolu_u", "name": tools[0]["name"], "input": {}})
+    else:
+        content.append({"type": "text", "text": "upstream answer"})
+    if "future" in model:
+        content.append({"type": "future_block_2030", "payload": 1})
+    return {
+        "id": "msg_u",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }

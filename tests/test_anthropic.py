@@ -620,3 +620,29 @@ def test_a_per_turn_output_config_becomes_the_requests_own() -> None:
     )
     assert prepared.params["output_config"] == {"format": None, "effort": "high"}
     assert [(r.path, r.benign) for r in prepared.removals] == [("messages[1].clear_at", True)]
+
+
+@pytest.mark.anyio
+async def test_the_sse_starlette_adapter_serves_messages_and_count_tokens() -> None:
+    """The Starlette routes serve the dialect the same way: the SDK's stream helper, a
+    pre-commit error in Anthropic's shape, count_tokens."""
+    from starlette.applications import Starlette
+
+    from aiostream_synth.starlette import synthesizing_routes
+
+    backend = MessagesBackend(delay=K * 2.5)
+    app = Starlette(routes=synthesizing_routes(backend, StreamSettings(keepalive_interval=K)))
+    async with _sdk(app) as client:
+        async with client.messages.stream(**REQUEST) as stream:
+            final = await stream.get_final_message()
+        counted = await client.messages.count_tokens(model="m", messages=REQUEST["messages"])
+    assert final.model_dump(exclude_none=True)["content"] == backend.answer["content"]
+    assert counted.input_tokens == estimate_input_tokens(REQUEST)["input_tokens"]
+    failing = Starlette(routes=synthesizing_routes(MessagesBackend(error=ValueError("bad"))))
+    async with httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=failing), base_url="http://t"
+    ) as http:
+        response = await http.post("/v1/messages", json={**REQUEST, "stream": True})
+    assert response.status_code == 500
+    assert response.json()["error"] == {"type": "api_error", "message": "bad"}
+    assert response.headers["x-should-retry"] == "false"

@@ -300,3 +300,33 @@ def test_node_sdk_final_message(proxy: Any, prompt: str, kinds: list[str], stop:
         assert final["content"][0]["signature"].startswith("sig_")
     assert final["usage"]["input_tokens"] >= 1
     assert final["usage"]["cache_read_input_tokens"] == 0
+
+
+def test_claude_code_through_an_anthropic_upstream(tmp_path: pathlib.Path) -> None:
+    """``serve --upstream`` in front of a non-streaming Messages server: Claude Code's turn
+    reaches it as one non-streaming call with Anthropic's headers (its x-api-key replaced by the
+    upstream key, its betas kept), and an unknown block type the upstream returns last is
+    dropped so the turn still succeeds (A5)."""
+    from .fake_upstream import FakeUpstream
+    from .test_serve import serve as serve_cli
+
+    fake = FakeUpstream()
+    with (
+        serve(fake, "uvicorn") as upstream,
+        serve_cli(
+            "--upstream", f"{upstream}/v1", "--upstream-api-key", "up-key", "--keepalive-s", "0.2"
+        ) as (_, url),
+    ):
+        code, result, stderr = _claude(
+            tmp_path, url, "hello upstream", ANTHROPIC_MODEL="text-future"
+        )
+    assert code == 0, stderr
+    assert result["result"] == "upstream answer"
+    ((path, body, headers),) = fake.requests
+    assert path == "/v1/messages"
+    assert "stream" not in body
+    assert headers["x-api-key"] == "up-key"
+    assert headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in headers
+    assert "claude-code-20250219" in headers["anthropic-beta"]
+    assert all(m["role"] != "system" for m in body["messages"])

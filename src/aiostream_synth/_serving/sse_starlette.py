@@ -23,12 +23,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from aiostream_synth._dialects.base import DialectSpec
-from aiostream_synth._dialects.registry import spec_for
+from aiostream_synth._dialects.base import DialectSpec, LocalRoute
+from aiostream_synth._dialects.prepared import parse_json_body
+from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._serving.asgi import (
-    DEFAULT_ROUTES,
     ClientGone,
     CompletionBackend,
     StreamSettings,
@@ -165,6 +165,26 @@ def synthesizing_endpoint(
     return endpoint
 
 
+def local_endpoint(
+    spec: DialectSpec, route: LocalRoute, settings: StreamSettings | None = None
+) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint for a dialect-local route (``count_tokens``)."""
+    options = settings or StreamSettings()
+
+    async def endpoint(request: Request) -> Response:
+        extra = dict(spec.response_headers())
+        try:
+            body = parse_json_body(await read_body(request.receive, options.max_body_bytes))
+        except RequestError as exc:
+            error = dialect_error(spec, exc)
+            return _json(error.status_code, error.body, {**extra, **error.headers})
+        except ClientGone:
+            return Response(status_code=400)
+        return _json(200, route(body), extra)
+
+    return endpoint
+
+
 def synthesizing_routes(
     backend: CompletionBackend,
     settings: StreamSettings | None = None,
@@ -172,14 +192,20 @@ def synthesizing_routes(
     shutdown: ShutdownSignal | None = None,
     send_timeout: float | None = None,
 ) -> list[Route]:
-    """Starlette routes for every dialect (``/v1/chat/completions``, ``/v1/responses``, ...)."""
-    return [
+    """Starlette routes for every dialect (``/v1/chat/completions``, ``/v1/responses``,
+    ``/v1/messages``...), and the routes a dialect answers itself (``count_tokens``)."""
+    table = route_table()
+    routes = [
         Route(
             path,
             synthesizing_endpoint(
-                dialect, backend, settings, shutdown=shutdown, send_timeout=send_timeout
+                spec, backend, settings, shutdown=shutdown, send_timeout=send_timeout
             ),
             methods=["POST"],
         )
-        for path, dialect in DEFAULT_ROUTES.items()
+        for path, spec in table.items()
     ]
+    for spec in {id(spec): spec for spec in table.values()}.values():
+        for path, route in spec.local_routes.items():
+            routes.append(Route(path, local_endpoint(spec, route, settings), methods=["POST"]))
+    return routes
