@@ -7,6 +7,9 @@ Two halves, each a small protocol:
   :class:`DialectStream` of one stream: its keepalive frames, its result frames, its failure
   frames after commit, and its error response before commit. The engine drives that and
   nothing else; it never learns which dialect it streams.
+* :class:`Bridge` — a client dialect served from an upstream of another dialect: the request
+  converted on the way in, the complete result converted back; the client dialect's own
+  :class:`DialectStream` then streams it, keepalives and failures unchanged.
 * :class:`DialectSpec` — a dialect as an HTTP API (one instance per dialect, found through
   :mod:`aiostream_synth._dialects.registry`): its routes, which requests stream, request
   preparation, the output options for a prepared request, its error shape, how a finished
@@ -26,9 +29,12 @@ from aiostream_synth._wire.failures import Failure
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from aiostream_synth._dialects.bridges.options import BridgeOptions
+    from aiostream_synth._dialects.prepared import BridgedRequest
     from aiostream_synth._dialects.requests import PreparedRequest, SanitizeOptions
 
 __all__ = [
+    "Bridge",
     "DialectSettings",
     "DialectSpec",
     "DialectStream",
@@ -171,4 +177,25 @@ class DialectSpec(Protocol):
     @property
     def local_routes(self) -> Mapping[str, LocalRoute]:
         """Paths this dialect answers itself, without a backend (``count_tokens``)."""
+        ...
+
+
+class Bridge(Protocol):
+    """A client dialect on an upstream of another dialect (found through
+    :mod:`aiostream_synth._dialects.bridges.registry`)."""
+
+    @property
+    def client(self) -> str:
+        """The client's dialect name."""
+        ...
+
+    @property
+    def upstream(self) -> str:
+        """The upstream's dialect name."""
+        ...
+
+    def open(self, prepared: PreparedRequest, options: BridgeOptions) -> BridgedRequest:
+        """Convert one prepared request (raises ``BridgeError``, a 400, for what the upstream
+        cannot be asked without changing the request's meaning); records what it drops in
+        ``prepared.removals``."""
         ...

@@ -9,7 +9,7 @@ the adapter that reads it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from aiostream_synth._wire.errors import RequestError
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "BridgedRequest",
     "Dialect",
     "PreparedRequest",
     "SanitizeOptions",
@@ -52,6 +53,24 @@ class SanitizeOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BridgedRequest:
+    """A request converted for an upstream that speaks another dialect (a bridge's output)."""
+
+    #: The upstream's dialect: what the backend is called in.
+    dialect: Dialect
+    #: The upstream request (always non-streaming).
+    params: dict[str, Any]
+    #: The upstream's complete result -> the result in the client's dialect (raises
+    #: ``BackendError`` for an answer that is a failure, ``InvalidResultError`` for garbage).
+    convert: Callable[[Any], Any]
+    #: A result made without calling the upstream (an empty probe request), or None.
+    local_result: Any = None
+    #: Added to the client dialect's keepalive skeleton (``created_at``, so the keepalive
+    #: envelopes and the converted result agree).
+    echo: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
     """A request ready for the backend.
 
@@ -71,6 +90,8 @@ class PreparedRequest:
     removals: Removals = field(default_factory=Removals)
     #: The client's parsed body (what coalescing identifies a generation by).
     body: Mapping[str, Any] = field(default_factory=dict)
+    #: Set when the backend speaks another dialect: the converted call and the way back.
+    bridged: BridgedRequest | None = None
 
     @property
     def dropped(self) -> tuple[str, ...]:

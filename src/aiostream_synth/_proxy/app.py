@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiostream_synth._dialects.base import DialectSpec
+from aiostream_synth._dialects.bridges.options import BridgeOptions, parse_bridge_options
+from aiostream_synth._dialects.prepared import Dialect
 from aiostream_synth._dialects.requests import (
     DEFAULT_MAX_BODY_BYTES,
     PreparedRequest,
@@ -63,6 +66,12 @@ class ProxyConfig:
     port: int = 8000
     #: Base URL of an OpenAI-compatible server answering non-streaming; None = embedded model.
     upstream: str | None = None
+    #: The API the upstream speaks; None: each client's own. Another one bridges (bridge.md).
+    upstream_api: Dialect | None = None
+    #: Bridge presets for a backend family (``deepseek``, ``vllm``, ...; bridge.md §1.7).
+    bridge_profile: str = "generic"
+    #: Bridge options on top of the profile, as a JSON object (bridge.md §0.3).
+    bridge_config: str | None = None
     upstream_api_key: str | None = None
     forward_authorization: bool = False
     connect_timeout: float = 10.0
@@ -104,6 +113,19 @@ class ProxyConfig:
     log_level: str = "info"
     #: The embedded model's name.
     model: str = EMBEDDED_MODEL
+
+    def bridge_options(self) -> BridgeOptions:
+        """The bridge options ``bridge_profile`` and ``bridge_config`` describe (``ValueError``
+        naming what is wrong)."""
+        overrides: Any = {}
+        if self.bridge_config:
+            try:
+                overrides = json.loads(self.bridge_config)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"bridge config is not JSON: {exc}") from None
+            if not isinstance(overrides, dict):
+                raise ValueError("bridge config must be a JSON object of bridge options")
+        return parse_bridge_options(self.bridge_profile, overrides)
 
 
 @dataclass
@@ -192,6 +214,8 @@ class ProxyApp:
             coalesce=config.coalesce,
             coalesce_linger=config.coalesce_linger,
             coalesce_window=config.coalesce_window,
+            upstream_api=config.upstream_api,
+            bridge=config.bridge_options(),
             max_body_bytes=config.max_body_bytes,
             on_prepared=self._prepared,
             log_removals=False,  # the request line below carries them

@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from aiostream_synth._dialects.bridges.options import BRIDGE_PROFILES
+from aiostream_synth._dialects.registry import DIALECTS
 from aiostream_synth._proxy.app import ProxyConfig
 
 __all__ = ["config_from_args", "main"]
@@ -44,6 +46,8 @@ _CHOICES: dict[str, list[str]] = {
     "anthropic_unknown_blocks": ["drop", "passthrough"],
     "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
+    "upstream_api": [spec.name for spec in DIALECTS],
+    "bridge_profile": list(BRIDGE_PROFILES),
     "server": ["uvicorn", "hypercorn"],
     "loop": ["auto", "asyncio", "uvloop", "trio"],
     "log_level": ["critical", "error", "warning", "info", "debug"],
@@ -52,6 +56,9 @@ _HELP = {
     "host": "interface to listen on",
     "port": "port to listen on",
     "upstream": "base URL of a non-streaming OpenAI-compatible server (default: the embedded model)",
+    "upstream_api": "the API the upstream speaks (default: each client's own); a client in another API is bridged to it (Codex on a chat-only server: chat)",
+    "bridge_profile": "bridge presets for the upstream's family (see the README)",
+    "bridge_config": 'bridge options on top of the profile, a JSON object, e.g. \'{"reasoning_placeholder": " "}\'',
     "upstream_api_key": "API key for the upstream (default: $OPENAI_API_KEY)",
     "forward_authorization": "send the client's own Authorization header upstream",
     "connect_timeout": "upstream connect timeout, seconds",
@@ -103,11 +110,16 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
             )
             continue
         kind: Any = _OPTIONAL_NUMBERS.get(f.name) or (type(default) if default is not None else str)
+        choices = _CHOICES.get(f.name)
+        if env is not None and choices is not None and env not in choices:
+            parser.error(
+                f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of {', '.join(choices)}"
+            )
         parser.add_argument(
             flag,
             type=kind,
             default=kind(env) if env is not None else default,
-            choices=_CHOICES.get(f.name),
+            choices=choices,
             help=help_text,
         )
 
@@ -119,7 +131,9 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
             values[name] = None
     if values["upstream_api_key"] is None and values["upstream"]:
         values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
-    return ProxyConfig(**values)
+    config = ProxyConfig(**values)
+    config.bridge_options()  # ValueError naming a wrong bridge option
+    return config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,9 +156,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "serve":
-        config = config_from_args(args)
+        try:
+            config = config_from_args(args)
+        except ValueError as exc:
+            parser.error(str(exc))
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
         )

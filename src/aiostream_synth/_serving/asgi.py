@@ -45,6 +45,8 @@ if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute
+from aiostream_synth._dialects.bridges.options import BridgeOptions
+from aiostream_synth._dialects.bridges.registry import bridge_for, prepare_bridged
 from aiostream_synth._dialects.prepared import (
     DEFAULT_MAX_BODY_BYTES,
     Dialect,
@@ -78,6 +80,7 @@ __all__ = [
     "StreamSettings",
     "SynthesizingApp",
     "answer_locally",
+    "backend_call",
     "dialect_error",
     "handle_request",
     "open_stream",
@@ -154,6 +157,16 @@ class StreamSettings:
     coalesce_linger: float = 0.9
     #: Seconds a failed or abandoned call's outcome stays available to a retry.
     coalesce_window: float = 10.0
+    #: The dialect the backend speaks; None: each client's own. Otherwise requests in another
+    #: dialect are converted for it and its answers converted back (a bridge, bridge.md).
+    upstream_api: Dialect | None = None
+    #: How the bridge converts (bridge.md §0.3; ``bridge_options("deepseek")``...).
+    bridge: BridgeOptions = field(default_factory=BridgeOptions)
+
+    def __post_init__(self) -> None:
+        if self.upstream_api is not None:
+            for spec in route_table().values():
+                bridge_for(spec.name, self.upstream_api)  # ValueError for a pair with no bridge
 
 
 def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
@@ -194,6 +207,28 @@ def _backend_for(
     return coalescer.backend(key, call)
 
 
+def backend_call(
+    backend: CompletionBackend, prepared: PreparedRequest, headers: Mapping[str, str]
+) -> Callable[[], Awaitable[Any]]:
+    """The one backend call a prepared request makes: in its own dialect, or (bridged) in the
+    upstream's, with the answer converted back to the client's dialect."""
+    bridged = prepared.bridged
+    if bridged is None:
+        return functools.partial(
+            backend, BackendCall(prepared.dialect, prepared.params, prepared.stream, headers)
+        )
+
+    async def call() -> Any:
+        if bridged.local_result is not None:
+            return bridged.local_result
+        result = await backend(
+            BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
+        )
+        return bridged.convert(result)
+
+    return call
+
+
 def open_stream(
     spec: DialectSpec,
     prepared: PreparedRequest,
@@ -206,7 +241,7 @@ def open_stream(
     """The engine for a prepared streaming request (not yet entered); ``task_group``, when
     given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
     of it share its backend call."""
-    call = functools.partial(backend, BackendCall(prepared.dialect, prepared.params, True, headers))
+    call = backend_call(backend, prepared, headers)
     return SynthesizedStream(
         _backend_for(call, spec, prepared, headers, coalescer),
         spec.stream_dialect(prepared, settings),
@@ -229,9 +264,7 @@ async def run_backend_once(
 ) -> ErrorResponse:
     """A non-streaming request: the backend's answer (status 200) or its failure, in the
     dialect's shape (the status, body and headers to answer with)."""
-    call = functools.partial(
-        backend, BackendCall(prepared.dialect, prepared.params, False, headers)
-    )
+    call = backend_call(backend, prepared, headers)
     try:
         with anyio.fail_after(settings.timeout):
             result = await _backend_for(call, spec, prepared, headers, coalescer)()
@@ -385,7 +418,13 @@ def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
 def prepare(spec: DialectSpec, raw: bytes, settings: StreamSettings) -> PreparedRequest:
     """The dialect's request preparation with the settings' sanitizer options, one log record
     for what it removed (``log_removals``), then the ``on_prepared`` hook."""
-    prepared = spec.prepare(parse_json_body(raw), sanitize=settings.sanitize, params_model=None)
+    body = parse_json_body(raw)
+    if settings.upstream_api is None:
+        prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
+    else:
+        prepared = prepare_bridged(
+            spec, body, settings.upstream_api, sanitize=settings.sanitize, options=settings.bridge
+        )
     if settings.log_removals:
         prepared.removals.log(LOG, f"{spec.name} request")
     if settings.on_prepared is not None:

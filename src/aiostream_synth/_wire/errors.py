@@ -9,6 +9,7 @@
      │    └── InvalidSSEFieldError           an SSE event name or id contains CR or LF
      ├── BackendError                        the backend failed before anything was sent
      └── RequestError                        an HTTP request is refused before anything is sent
+          └── BridgeError                    a request cannot be converted for the upstream's API
 
 Every leaf that reports bad input is also a :class:`ValueError`, so callers that already catch
 ``ValueError`` keep working. :class:`BackendError` carries an HTTP status and an OpenAI-shaped
@@ -24,6 +25,7 @@ from typing import Any
 __all__ = [
     "AiostreamSynthError",
     "BackendError",
+    "BridgeError",
     "InvalidInputError",
     "InvalidRequestError",
     "InvalidResultError",
@@ -107,6 +109,15 @@ class RequestError(AiostreamSynthError):
             "error": {"message": message, "type": type, "param": param, "code": code}
         }
         super().__init__(f"HTTP {status_code}: {message}")
+
+
+class BridgeError(RequestError):
+    """A request a bridge cannot convert without changing its meaning (a 400 naming the
+    parameter): server-side state on a stateless bridge, a forced tool the upstream cannot
+    run, a file known only by its id."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(400, message, param=param, code="unsupported_parameter")
 
 
 class StreamAborted(AiostreamSynthError):

@@ -1,0 +1,2 @@
+"""Anthropic Messages clients (Claude Code, the anthropic SDKs) on a Chat Completions upstream
+(anthropic.md §4)."""

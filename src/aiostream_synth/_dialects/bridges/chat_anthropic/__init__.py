@@ -1,0 +1,1 @@
+"""Chat Completions clients on an Anthropic Messages upstream."""

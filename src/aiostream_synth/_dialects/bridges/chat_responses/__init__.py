@@ -1,0 +1,1 @@
+"""Chat Completions clients on a Responses-only upstream (bridge.md §3)."""

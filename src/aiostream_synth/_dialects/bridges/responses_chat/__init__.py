@@ -1,0 +1,1 @@
+"""Responses clients (the Codex CLI, the openai SDKs) on a Chat Completions upstream."""

@@ -1,0 +1,38 @@
+"""What one bridged Responses request remembers for its answer (bridge.md §0.1 ``BridgeCtx``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiostream_synth._dialects.bridges.names import NameTable
+from aiostream_synth._dialects.bridges.options import BridgeOptions
+from aiostream_synth._dialects.responses.namespaces import NamespaceMap
+
+__all__ = ["ResponsesChatContext"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ResponsesChatContext:
+    """Per request: how tool names map back, which tools were custom, what to echo."""
+
+    options: BridgeOptions
+    #: flat tool name -> (namespace, name)
+    ns_map: NamespaceMap = field(default_factory=dict)
+    names: NameTable = field(default_factory=NameTable)
+    #: flat names of the tools the client declared ``type: "custom"``
+    custom_names: set[str] = field(default_factory=set)
+    #: whether the client's ``local_shell`` tool was bridged to a function
+    local_shell: bool = False
+    #: every ``call_id`` already in the history (a fresh call never reuses one)
+    history_call_ids: set[str] = field(default_factory=set)
+    #: request receipt time (the Response's ``created_at``)
+    created_at: int = 0
+    #: the client's request fields the Response echoes (§2.7)
+    echo: dict[str, Any] = field(default_factory=dict)
+    #: whether the client asked for output-text logprobs
+    logprobs: bool = False
+    #: size of the upstream prompt in characters (for the truncation warning, usage estimates)
+    prompt_chars: int = 0
+    #: an empty probe request answered without calling the upstream (§1.2)
+    answer_locally: bool = False

@@ -1,0 +1,18 @@
+"""Reading JSON of unknown shape: what the bridges use to read an upstream's answer or a
+client's history without trusting either."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["count", "obj"]
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def count(value: Any) -> int:
+    """``value`` when it is a non-negative integer (a token count), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
