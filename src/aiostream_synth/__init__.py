@@ -2,9 +2,10 @@
 
 Layers, each importing only those below it:
 
-* synthesis and sanitizing (pure, no I/O): :func:`synthesize_chat_completion_sse`,
+* synthesis, sanitizing and bridging (pure, no I/O): :func:`synthesize_chat_completion_sse`,
   :func:`synthesize_responses_sse`, :func:`sanitize_streaming_chat_body`,
-  :func:`sanitize_streaming_responses_body`, ...;
+  :func:`sanitize_streaming_responses_body`, :func:`responses_to_chat` /
+  :func:`chat_to_response` (a Responses client on a chat upstream), ...;
 * the engine (anyio; asyncio and trio): :class:`SynthesizedStream`, :class:`ShutdownSignal`;
 * adapters: the native ASGI app :class:`SynthesizingApp`, and the sse-starlette adapter in the
   public submodule :mod:`aiostream_synth.starlette` (``starlette`` extra).
@@ -15,6 +16,37 @@ from importlib.metadata import version as _version
 from aiostream_synth._dialects.anthropic.stream import AnthropicDialect as AnthropicDialect
 from aiostream_synth._dialects.anthropic.synthesis import (
     synthesize_anthropic_sse as synthesize_anthropic_sse,
+)
+from aiostream_synth._dialects.bridges.anthropic_chat.request import (
+    anthropic_to_chat as anthropic_to_chat,
+)
+from aiostream_synth._dialects.bridges.anthropic_chat.result import (
+    chat_to_anthropic_message as chat_to_anthropic_message,
+)
+from aiostream_synth._dialects.bridges.chat_anthropic.request import (
+    chat_to_anthropic_request as chat_to_anthropic_request,
+)
+from aiostream_synth._dialects.bridges.chat_anthropic.result import (
+    anthropic_message_to_chat_completion as anthropic_message_to_chat_completion,
+)
+from aiostream_synth._dialects.bridges.chat_responses.request import (
+    chat_to_responses_request as chat_to_responses_request,
+)
+from aiostream_synth._dialects.bridges.chat_responses.result import (
+    response_to_chat_completion as response_to_chat_completion,
+)
+from aiostream_synth._dialects.bridges.options import BRIDGE_PROFILES as BRIDGE_PROFILES
+from aiostream_synth._dialects.bridges.options import BridgeOptions as BridgeOptions
+from aiostream_synth._dialects.bridges.options import bridge_options as bridge_options
+from aiostream_synth._dialects.bridges.registry import bridge_for as bridge_for
+from aiostream_synth._dialects.bridges.responses_chat.context import (
+    ResponsesChatContext as ResponsesChatContext,
+)
+from aiostream_synth._dialects.bridges.responses_chat.request import (
+    responses_to_chat as responses_to_chat,
+)
+from aiostream_synth._dialects.bridges.responses_chat.result import (
+    chat_to_response as chat_to_response,
 )
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body as sanitize_streaming_chat_body,
@@ -28,6 +60,7 @@ from aiostream_synth._dialects.chat.synthesis import chat_error_frame as chat_er
 from aiostream_synth._dialects.chat.synthesis import (
     synthesize_chat_completion_sse as synthesize_chat_completion_sse,
 )
+from aiostream_synth._dialects.prepared import BridgedRequest as BridgedRequest
 from aiostream_synth._dialects.prepared import Dialect as Dialect
 from aiostream_synth._dialects.registry import wants_stream as wants_stream
 from aiostream_synth._dialects.requests import PreparedRequest as PreparedRequest
@@ -73,6 +106,7 @@ from aiostream_synth._serving.asgi import StreamSettings as StreamSettings
 from aiostream_synth._serving.asgi import SynthesizingApp as SynthesizingApp
 from aiostream_synth._wire.errors import AiostreamSynthError as AiostreamSynthError
 from aiostream_synth._wire.errors import BackendError as BackendError
+from aiostream_synth._wire.errors import BridgeError as BridgeError
 from aiostream_synth._wire.errors import InvalidInputError as InvalidInputError
 from aiostream_synth._wire.errors import InvalidRequestError as InvalidRequestError
 from aiostream_synth._wire.errors import InvalidResultError as InvalidResultError
@@ -89,6 +123,7 @@ from aiostream_synth._wire.sse import event_frame as event_frame
 __version__ = _version("aiostream-synth")
 
 __all__ = [
+    "BRIDGE_PROFILES",
     "CHAT_KEEPALIVE_FRAME",
     "DONE_FRAME",
     "AiostreamSynthError",
@@ -96,6 +131,9 @@ __all__ = [
     "Backend",
     "BackendCall",
     "BackendError",
+    "BridgeError",
+    "BridgeOptions",
+    "BridgedRequest",
     "ChatCompletionParams",
     "ChatDialect",
     "CompletionBackend",
@@ -110,6 +148,7 @@ __all__ = [
     "OnDisconnect",
     "PreparedRequest",
     "RequestError",
+    "ResponsesChatContext",
     "ResponsesDialect",
     "ResponsesParams",
     "SanitizeOptions",
@@ -120,7 +159,15 @@ __all__ = [
     "SynthesizedStream",
     "SynthesizingApp",
     "__version__",
+    "anthropic_message_to_chat_completion",
+    "anthropic_to_chat",
+    "bridge_for",
+    "bridge_options",
     "chat_error_frame",
+    "chat_to_anthropic_message",
+    "chat_to_anthropic_request",
+    "chat_to_response",
+    "chat_to_responses_request",
     "classify_failure",
     "comment_frame",
     "data_frame",
@@ -128,6 +175,8 @@ __all__ = [
     "flatten_namespace_tools",
     "is_responses_lifecycle_chunk",
     "prepare_request",
+    "response_to_chat_completion",
+    "responses_to_chat",
     "restore_namespace_tool_calls",
     "sanitize_streaming_chat_body",
     "sanitize_streaming_responses_body",

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from aiostream_synth._dialects.bridges.options import BridgeOptions
+from aiostream_synth._dialects.bridges.registry import prepare_bridged
 from aiostream_synth._dialects.prepared import (
     DEFAULT_MAX_BODY_BYTES,
     Dialect,
@@ -37,6 +39,8 @@ def prepare_request(
     sanitize: SanitizeOptions | None = None,
     chat_params_model: type[BaseModel] | None = None,
     responses_params_model: type[BaseModel] | None = None,
+    upstream: Dialect | None = None,
+    bridge: BridgeOptions | None = None,
 ) -> PreparedRequest:
     """Parse, decide streaming, sanitize and validate one request (raises
     :class:`~aiostream_synth.RequestError`).
@@ -45,6 +49,10 @@ def prepare_request(
     ``previous_response_id`` or ``prompt``), unlike the library's
     :func:`validate_streaming_responses_params` default. ``*_params_model`` replace our strict
     params models for that dialect.
+
+    ``upstream`` names the dialect the backend speaks when it is another one: the request is
+    then also converted for it (``prepared.bridged``, per ``bridge`` options; raises
+    :class:`~aiostream_synth.BridgeError` for what that upstream cannot be asked).
     """
     spec = spec_for(dialect)
     body = parse_json_body(raw) if isinstance(raw, bytes) else raw
@@ -53,4 +61,12 @@ def prepare_request(
         "responses_params_model": responses_params_model,
     }
     model = models.get(_PARAMS_MODEL_OPTION.get(spec.name, ""))
+    if upstream is not None and upstream != spec.name:
+        return prepare_bridged(
+            spec,
+            body,
+            upstream,
+            sanitize=sanitize or SanitizeOptions(),
+            options=bridge or BridgeOptions(),
+        )
     return spec.prepare(body, sanitize=sanitize or SanitizeOptions(), params_model=model)

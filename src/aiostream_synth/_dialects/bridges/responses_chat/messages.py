@@ -413,8 +413,9 @@ class _Assembler:
             elif kind in _CALLS:
                 self._call(item, index)
             elif kind in _OUTPUTS:
-                self._flush()
-                self._orphan(item, index)
+                self._flush()  # may pull this very output behind its call
+                if index not in self.consumed:
+                    self._orphan(item, index)
             elif kind in _HOSTED_RECORDS:
                 call_id = item.get("call_id") or item.get("id")
                 if isinstance(call_id, str):
