@@ -12,6 +12,7 @@ first in first out) and, when that is empty, from the request's ``model``:
 ``error-N``     HTTP ``N`` with an error body; ``context`` in the model makes its message a
                 context-window overflow
 ``nousage``     no ``usage`` at all; ``nullusage`` null detail counters
+``slow-S``      answer (or fail) after ``S`` seconds
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 ANSWER = "upstream answer"
 REASONING = "upstream reasoning"
@@ -40,6 +43,8 @@ class Reply:
     error: str = ""
     #: replaces the whole answer body when set
     raw: dict[str, Any] | None = None
+    #: seconds to wait before answering
+    delay: float = 0.0
 
 
 def tool_call(name: str, arguments: Any = "{}", call_id: str = "call_u1") -> Reply:
@@ -117,6 +122,10 @@ class FakeChatUpstream:
             )
             return
         reply = self.queue.pop(0) if self.queue else self._by_model(body)
+        slow = re.search(r"slow-([0-9.]+)", str(body.get("model", "")))
+        delay = reply.delay or (float(slow.group(1)) if slow else 0.0)
+        if delay:
+            await anyio.sleep(delay)
         if reply.status != 200:
             await self._json(
                 send,

@@ -140,7 +140,7 @@ def test_fixtures_bridge_to_valid_chat_bodies(name: str) -> None:
     for key in ("include", "store", "prompt_cache_key", "client_metadata", "reasoning", "text"):
         assert key not in body
     assert "metadata" not in body
-    notable = [r for r in prepared.removals.notable]
+    notable = list(prepared.removals.notable)
     assert [r.path for r in notable] == ["tools[8]"]
     assert "web_search" in notable[0].reason
 
@@ -355,7 +355,7 @@ def test_deepseek_profile_replays_reasoning_or_a_placeholder() -> None:
     assert [m["reasoning_content"] for m in calls] == [" ", "think"]
     assert "encrypted" not in json.dumps(body)
     generic = upstream_body({"input": history})
-    assert "reasoning_content" not in [m for m in generic["messages"] if m.get("tool_calls")][0]
+    assert "reasoning_content" not in next(m for m in generic["messages"] if m.get("tool_calls"))
 
 
 @pytest.mark.parametrize("field", ["reasoning", "both", "none"])
@@ -741,7 +741,8 @@ def test_call_ids_are_unique_and_fresh() -> None:
     )
     ids = [item["call_id"] for item in response["output"]]
     assert len(set(ids)) == 4
-    assert "call_0" not in ids and "" not in ids
+    assert "call_0" not in ids
+    assert "" not in ids
     assert ids[2] == "call_9"
 
 
@@ -845,11 +846,12 @@ def test_error_answers_with_status_200_are_failures() -> None:
 
     prepared = bridged({"input": "x"})
     convert = prepared.bridged.convert  # type: ignore[union-attr]
-    for result in (
+    results: list[dict[str, Any]] = [
         {"error": {"message": "boom"}},
         {"choices": []},
         completion({"role": "assistant", "content": "A"}, finish="error"),
-    ):
+    ]
+    for result in results:
         with pytest.raises(BackendError) as caught:
             convert(result)
         assert caught.value.status_code == 502
@@ -876,8 +878,8 @@ def test_error_answers_with_status_200_are_failures() -> None:
 def test_usage_counters_are_always_integers(usage: dict[str, Any] | None) -> None:
     """Check 17: cached_tokens, cache_write_tokens and reasoning_tokens are integers, and the
     Response validates (answer() validates it)."""
-    extra = {} if usage is None else {"usage": usage}
-    response = answer({"input": "x"}, {"role": "assistant", "content": "A"}, **extra)
+    extra: dict[str, Any] = {} if usage is None else {"usage": usage}
+    response = answer({"input": "x"}, {"role": "assistant", "content": "A"}, None, **extra)
     counters = response["usage"]
     assert isinstance(counters["input_tokens_details"]["cached_tokens"], int)
     assert isinstance(counters["input_tokens_details"]["cache_write_tokens"], int)

@@ -212,15 +212,35 @@ def test_a_failure_after_commit_is_retried_from_the_same_backend_call(
     tmp_path: pathlib.Path, proxy: Any
 ) -> None:
     """A11, A12 and coalescing: the stream ends with event: error, Claude Code re-sends the body
-    without streaming, that retry gets the same failure from the same call as an HTTP error with
-    x-should-retry: false, and the turn fails once. The backend is called once."""
+    without streaming, that retry gets the same (deterministic) failure from the same call as an
+    HTTP error with x-should-retry: false, and the turn fails."""
     url, backend, requests = proxy
-    code, result, _ = _claude(tmp_path, url, "[delay:1] [error:500]")
+    code, result, _ = _claude(tmp_path, url, "[delay:1] [error:400]")
     assert code != 0
     assert result["is_error"] is True
+    assert "simulated HTTP 400" in result["result"]
+    streams = [body.get("stream", False) for _, body in _message_posts(requests)]
+    assert streams[0] is True
+    assert streams[1:]
+    assert not any(streams[1:])
+    # The fallback repeating the failed body gets the failure without a backend call (Claude
+    # Code's later retries of a 400 adjust the body: those are new requests).
+    assert len(backend.calls) < len(streams)
+
+
+def test_a_transient_failure_after_commit_is_retried_on_the_backend(
+    tmp_path: pathlib.Path, proxy: Any
+) -> None:
+    """A 500 after commit: Claude Code's non-streaming retry may succeed, so it reaches the
+    backend (which fails again here: two calls, and the turn fails with the backend's message)."""
+    url, backend, requests = proxy
+    calls = len(backend.calls)
+    code, result, _ = _claude(tmp_path, url, "[delay:1] [error:500] transient")
+    assert code != 0
     assert "simulated HTTP 500" in result["result"]
-    assert [body.get("stream", False) for _, body in _message_posts(requests)] == [True, False]
-    assert len(backend.calls) == 1
+    posts = _message_posts(requests)
+    assert [body.get("stream", False) for _, body in posts] == [True, False]
+    assert len(backend.calls) - calls == len(posts)
 
 
 @pytest.mark.proxy_options(keepalive_s=0.2, anthropic_event_keepalive_s=0.5)

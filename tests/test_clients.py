@@ -226,7 +226,12 @@ def test_python_late_failure_raises_from_the_stream(proxy: str) -> None:
 
 
 def _node(
-    base: str, dialect: str, prompt: str, tools: Any = None, usage: bool = False
+    base: str,
+    dialect: str,
+    prompt: str,
+    tools: Any = None,
+    usage: bool = False,
+    model: str = "m",
 ) -> dict[str, Any]:
     _require(NODE is not None, "node is not installed")
     _require((CLIENTS / "node_modules" / "openai").exists(), "run `npm ci` in tests/clients")
@@ -238,6 +243,7 @@ def _node(
         prompt,
         json.dumps(tools) if tools else "",
         "usage" if usage else "",
+        model,
     ]
     done = subprocess.run(
         args, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL
@@ -318,9 +324,12 @@ def _codex(
     model: str = "aiostream-synth-echo",
     resume: bool = False,
     ephemeral: bool = True,
+    retries: int = 0,
+    config: str = "",
 ) -> tuple[int, list[dict[str, Any]], str]:
     """``codex exec`` (or ``codex exec resume --last``) against ``url``, offline; returns its
-    exit code, its JSONL events and its stderr."""
+    exit code, its JSONL events and its stderr. ``retries`` is Codex's stream and request retry
+    budget; ``config`` extra top-level ``config.toml`` lines."""
     _require(CODEX.exists(), "run `npm ci` in tests/clients (the Codex CLI)")
     home = tmp / "codex-home"
     work = tmp / "work"
@@ -328,9 +337,10 @@ def _codex(
     work.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
         f'model = "{model}"\nmodel_provider = "synth"\napproval_policy = "never"\n'
-        f'sandbox_mode = "danger-full-access"\n\n[model_providers.synth]\nname = "aiostream-synth"\n'
+        f'sandbox_mode = "danger-full-access"\n{config}\n[model_providers.synth]\nname = "aiostream-synth"\n'
         f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SYNTH_API_KEY"\n'
-        f"stream_idle_timeout_ms = {idle_ms}\nstream_max_retries = 0\nrequest_max_retries = 0\n"
+        f"stream_idle_timeout_ms = {idle_ms}\nstream_max_retries = {retries}\n"
+        f"request_max_retries = {retries}\n"
     )
     env = {**os.environ, "CODEX_HOME": str(home), "SYNTH_API_KEY": "unused", "HOME": str(tmp)}
     command = [str(CODEX), "exec", *(["resume", "--last"] if resume else [])]

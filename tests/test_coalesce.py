@@ -107,11 +107,12 @@ async def test_a_call_nobody_waits_for_is_cancelled_after_the_linger(unit: float
 
 
 async def test_a_retry_of_a_failed_call_gets_the_same_failure_at_once(unit: float) -> None:
-    """Claude Code re-sends after a mid-stream error: within the window the retry gets the same
-    failure without a second generation; after it, a new call is made."""
+    """Claude Code re-sends after a mid-stream error: within the window the retry of a
+    deterministic failure (a template error) gets the same failure without a second generation;
+    after it, a new call is made."""
 
-    class Overloaded(Exception):
-        status_code = 529
+    class Overloaded(Exception):  # the name a transient error would have; its status decides
+        status_code = 422
 
     backend = Backend(delay=unit, error=Overloaded("busy"))
     async with anyio.create_task_group() as group:
@@ -122,10 +123,27 @@ async def test_a_retry_of_a_failed_call_gets_the_same_failure_at_once(unit: floa
         with pytest.raises(Overloaded, match="busy") as info:
             await shared.backend(KEY, backend)()
         assert anyio.current_time() - start < 0.5 * unit  # at once, not another generation
-        assert info.value.status_code == 529
+        assert info.value.status_code == 422
         await anyio.sleep(11 * unit)
         with pytest.raises(Overloaded):
             await shared.backend(KEY, backend)()
+        group.cancel_scope.cancel()
+    assert backend.calls == 2
+
+
+@pytest.mark.parametrize("status", [429, 500, 503, 529])
+async def test_a_transient_failure_is_not_kept_for_the_retry(unit: float, status: int) -> None:
+    """A retry after a 5xx, 429 or overload may succeed: it reaches the backend again."""
+
+    class Transient(Exception):
+        status_code = status
+
+    backend = Backend(delay=unit, error=Transient("try again"))
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, window=10 * unit)
+        for _ in range(2):
+            with pytest.raises(Transient):
+                await shared.backend(KEY, backend)()
         group.cancel_scope.cancel()
     assert backend.calls == 2
 

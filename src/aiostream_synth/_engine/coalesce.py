@@ -10,8 +10,11 @@ Which requests attach (``mode``):
 
 * ``"retries"`` (default): a request attaches to a call that no client is waiting on any more
   (its client left; the call lingers ``linger`` seconds for a retry before it is cancelled, or
-  finished while abandoned), or to a call that failed less than ``window`` seconds ago (the
-  retry gets the same failure at once). A call whose client is still connected is never shared:
+  finished while abandoned), or to a call that failed *deterministically* less than ``window``
+  seconds ago (a 4xx such as a template error or a context overflow: the retry gets the same
+  failure at once instead of a doomed second call; a transient failure — 5xx, 429, a timeout —
+  is forgotten at once, so the client's retry reaches the backend). A call whose client is still
+  connected is never shared:
   RL and eval harnesses send identical requests at the same time on purpose, to sample several
   answers, and each must get its own generation.
 * ``"all"``: any identical request attaches while the call runs (and within ``window`` after it
@@ -35,11 +38,14 @@ import anyio.abc
 import orjson
 
 from aiostream_synth._wire.errors import StreamAborted
+from aiostream_synth._wire.failures import classify_failure
 
 __all__ = ["CoalesceMode", "Coalescer", "coalesce_key"]
 
 CoalesceMode = Literal["retries", "all", "off"]
 
+#: Failure codes a retry of the same request would get again.
+_DETERMINISTIC_CODES = frozenset({"invalid_prompt", "context_length_exceeded"})
 #: Request headers that identify the caller (a retry carries the same credentials).
 _CREDENTIALS = ("authorization", "x-api-key")
 
@@ -73,7 +79,7 @@ class _SharedCall:
     def attachable(self, mode: CoalesceMode) -> bool:
         if not self.done.is_set():
             return mode == "all" or self.clients == 0
-        return self.error is not None or self.abandoned
+        return self.abandoned or _deterministic(self.error)
 
 
 class Coalescer:
@@ -152,14 +158,23 @@ class Coalescer:
             shared.abandoned = shared.clients == 0
             shared.done.set()
         cancelled = shared.scope.cancelled_caught
-        if not cancelled and (shared.error is not None or shared.abandoned):
-            # Remembered for a retry: a failure, or a result nobody was waiting for any more.
+        if not cancelled and (_deterministic(shared.error) or shared.abandoned):
+            # Remembered for a retry: a failure a retry would repeat, or a result nobody was
+            # waiting for any more.
             await anyio.sleep(self._window)
         self._forget(key, shared)
 
     def _forget(self, key: bytes, shared: _SharedCall) -> None:
         if self._calls.get(key) is shared:
             del self._calls[key]
+
+
+def _deterministic(error: BaseException | None) -> bool:
+    """Whether a retry of the same request would fail the same way (an invalid prompt, a
+    context overflow), rather than perhaps succeed (an overload, a 5xx, a timeout)."""
+    if error is None or isinstance(error, StreamAborted):
+        return False
+    return classify_failure(error).code in _DETERMINISTIC_CODES
 
 
 def _copy(error: BaseException) -> BaseException:
