@@ -11,7 +11,12 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
 * ``proxy-w2``— the same with ``--workers 2``;
 * ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``);
 * ``proxy-anthropic`` — ``aiostream-synth serve`` answering ``POST /v1/messages`` (Anthropic
-  Messages: ``ping`` keepalives, ``message_stop`` at the end) from the same embedded model.
+  Messages: ``ping`` keepalives, ``message_stop`` at the end) from the same embedded model;
+* ``proxy-upstream`` — ``aiostream-synth serve --upstream`` in front of a non-streaming
+  upstream written here (bare asyncio, answers after T seconds, run on the load client's core),
+  which it calls in the client's own dialect (``/v1/responses``);
+* ``proxy-bridge`` — the same with ``--upstream-api chat``: every Responses stream is bridged to
+  the upstream's ``/v1/chat/completions`` (compare it with ``proxy-upstream``).
 
 The load client (this process, raw asyncio sockets, its own core) opens N streams at once and
 parses every frame; a stream passes only with its terminal event and every frame parsing.
@@ -40,7 +45,33 @@ import sys
 import time
 from typing import Any
 
-SERVERS = ("floor", "native", "sse-starlette", "proxy", "proxy-w2", "proxy-trio", "proxy-anthropic")
+SERVERS = (
+    "floor",
+    "native",
+    "sse-starlette",
+    "proxy",
+    "proxy-w2",
+    "proxy-trio",
+    "proxy-anthropic",
+    "proxy-upstream",
+    "proxy-bridge",
+)
+#: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
+UPSTREAM_OFFSET = 500
+UPSTREAM_CHAT_RESULT: dict[str, Any] = {
+    "id": "chatcmpl-bench",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "bench",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "the answer"},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+}
 
 
 class Wire:
@@ -163,6 +194,48 @@ def _floor_server(port: int, delay: float, interval: float) -> None:
     asyncio.run(main())
 
 
+def _upstream_server(port: int, delay: float) -> None:
+    """A non-streaming upstream on bare asyncio: every request (keep-alive connections) is
+    answered after ``delay`` seconds, in the API its path names."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                await asyncio.sleep(delay)
+                chat = b"/chat/completions" in head.split(b"\r\n", 1)[0]
+                stamped = {"completed_at": time.time()}
+                body = json.dumps(
+                    UPSTREAM_CHAT_RESULT if chat else {**BACKEND_RESULT, **stamped}
+                ).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=16384)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
 def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None:
     import anyio
     import uvicorn
@@ -205,6 +278,10 @@ def start_server(kind: str, port: int, delay: float, interval: float) -> subproc
         ]
         if kind == "proxy-trio":
             command += ["--loop", "trio"]
+        if kind in ("proxy-upstream", "proxy-bridge"):
+            command += ["--upstream", f"http://127.0.0.1:{port + UPSTREAM_OFFSET}/v1"]
+        if kind == "proxy-bridge":
+            command += ["--upstream-api", "chat"]
     else:
         command = [
             sys.executable,
@@ -509,12 +586,14 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--port", type=int, default=18800)
     parser.add_argument("--quiet", action="store_true")
-    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)  # floor, upstream, native...
     args = parser.parse_args()
     if args.serve:
         _raise_fd_limit()
         if args.serve == "floor":
             _floor_server(args.port, args.delay, args.interval)
+        elif args.serve == "upstream":
+            _upstream_server(args.port, args.delay)
         else:
             _uvicorn_server(args.serve, args.port, args.delay, args.interval)
         return
@@ -534,6 +613,17 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
+            upstream = None
+            if kind in ("proxy-upstream", "proxy-bridge"):
+                upstream = subprocess.Popen(
+                    [
+                        *("taskset", "-c", "1", sys.executable, __file__, "--serve", "upstream"),
+                        *("--port", str(port + UPSTREAM_OFFSET), "--delay", str(args.delay)),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                _wait_port(port + UPSTREAM_OFFSET)
             server = start_server(kind, port, args.delay, args.interval)
             try:
                 _wait_port(port)
@@ -549,6 +639,9 @@ def main() -> None:
                     server.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     server.kill()
+                if upstream is not None:
+                    upstream.kill()
+                    upstream.wait()
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     (out / "load.json").write_text(json.dumps(rows, indent=2))
     markdown = table(rows)

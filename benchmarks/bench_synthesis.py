@@ -1,7 +1,9 @@
-"""Synthesis and request preparation, each as a ratio to its floor measured in the same run.
+"""Synthesis, request preparation and bridging, each as a ratio to its floor measured in the
+same run.
 
-Floors: one ``orjson.dumps`` of the result (synthesis) / one ``orjson.loads`` of the request
-bytes (request preparation). Run: ``python benchmarks/bench_synthesis.py`` (or ``nox -s bench``).
+Floors: one ``orjson.dumps`` of the result (synthesis, result conversion) / one ``orjson.loads``
+of the request bytes (request preparation, request conversion). Run:
+``python benchmarks/bench_synthesis.py`` (or ``nox -s bench``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from corpus import (
 )
 
 from aiostream_synth import (
+    chat_to_response,
     prepare_request,
+    responses_to_chat,
     sanitize_streaming_chat_body,
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
@@ -160,6 +164,59 @@ def _requests(budget: float, nemo_gym: str | None) -> list[dict[str, Any]]:
     return rows
 
 
+def _bridge(budget: float) -> list[dict[str, Any]]:
+    """Responses -> chat conversion of the 66 KB Codex replay (its sanitized params, as the
+    proxy converts them), and chat -> Responses of a 20-tool-call answer."""
+    body = codex_replay_request()
+    raw = orjson.dumps(body)
+    prepared = prepare_request("responses", raw)
+    params, ns_map = prepared.params, prepared.ns_map
+
+    def convert() -> Any:
+        return responses_to_chat(params, ns_map=ns_map, client_body=body)
+
+    request_floor = best(functools.partial(orjson.loads, raw), budget)
+    request_cost = best(convert, budget)
+    whole = best(functools.partial(prepare_request, "responses", raw, upstream="chat"), budget)
+    _, ctx = convert()
+    completion = chat_completion(**SHAPES["20 tool calls"])
+    for k, call in enumerate(completion["choices"][0]["message"]["tool_calls"]):
+        call["function"]["name"] = ("exec_command", "multi_agent_v1__spawn_agent")[k % 2]
+    result_floor = best(functools.partial(orjson.dumps, completion), budget)
+    result_cost = best(functools.partial(chat_to_response, completion, ctx), budget)
+    rows = [
+        {
+            "conversion": f"Responses -> chat, Codex replay {len(raw) // 1000} KB",
+            "floor": "orjson.loads",
+            "floor_us": request_floor * 1e6,
+            "us": request_cost * 1e6,
+            "ratio": request_cost / request_floor,
+            "whole_us": whole * 1e6,
+            "whole_ratio": whole / request_floor,
+        },
+        {
+            "conversion": "chat -> Responses, 20 tool calls",
+            "floor": "orjson.dumps",
+            "floor_us": result_floor * 1e6,
+            "us": result_cost * 1e6,
+            "ratio": result_cost / result_floor,
+        },
+    ]
+    print("\n| conversion | floor µs | conversion µs | ratio | prepare + convert from bytes µs | ratio |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        whole_cells = (
+            f"{row['whole_us']:.1f} | {row['whole_ratio']:.2f}x"
+            if "whole_us" in row
+            else "- | -"
+        )
+        print(
+            f"| {row['conversion']} | {row['floor_us']:.1f} ({row['floor']}) | {row['us']:.1f} "
+            f"| {row['ratio']:.2f}x | {whole_cells} |"
+        )
+    return rows
+
+
 def _chat(completion: dict[str, Any]) -> list[bytes]:
     return list(chat_frames(completion, True))
 
@@ -217,6 +274,7 @@ def main() -> None:
         )
 
     requests = _requests(args.budget, args.nemo_gym)
+    bridge = _bridge(args.budget)
     chat_body = {
         "messages": [{"role": "user", "content": "x"}],
         "stream": True,
@@ -227,7 +285,7 @@ def main() -> None:
     print(f"\nchat sanitize: {chat_cost * 1e6:.2f} µs per body")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"synthesis": rows, "requests": requests}, fh, indent=2)
+            json.dump({"synthesis": rows, "requests": requests, "bridge": bridge}, fh, indent=2)
 
 
 if __name__ == "__main__":

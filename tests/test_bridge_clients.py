@@ -508,3 +508,15 @@ def test_claude_code_on_a_chat_upstream(
     tool = messages[call_index + 1]
     assert tool["role"] == "tool"
     assert "CLAUDE_BRIDGE_OK" in tool["content"]
+
+
+def test_what_the_bridge_drops_is_reported(bridge: tuple[str, FakeChatUpstream]) -> None:
+    """B-P2: a hosted tool is dropped, named in the answer's header and counted by kind and type
+    in /metrics."""
+    url, _ = bridge
+    body = {"model": "m", "input": "hi", "stream": True, "tools": [LOOKUP, {"type": "web_search"}]}
+    with httpx.stream("POST", f"{url}/v1/responses", json=body, timeout=30) as response:
+        assert response.headers["x-aiostream-synth-dropped"] == "tools[1]"
+        response.read()
+    metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    assert 'aiostream_synth_bridge_dropped_total{kind="tool",type="web_search"}' in metrics

@@ -46,6 +46,9 @@ class Removal:
     reason: str
     #: Reported but not worth a WARNING (replay ids the SDK's input types do not model).
     benign: bool = False
+    #: What a bridge dropped, for its metric: ``("tool", "web_search")``,
+    #: ``("item", "compaction")``; None for other removals.
+    dropped: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -69,16 +72,30 @@ class Removals:
                 return (*origin, *path[2:])
         return tuple(path)
 
-    def add(self, path: Sequence[str | int], reason: str, *, benign: bool = False) -> None:
-        self.entries.append(Removal(format_path(path), reason, benign))
+    def add(
+        self,
+        path: Sequence[str | int],
+        reason: str,
+        *,
+        benign: bool = False,
+        dropped: tuple[str, str] | None = None,
+    ) -> None:
+        self.entries.append(Removal(format_path(path), reason, benign, dropped))
 
     def add_at(self, field: str, origin: int | tuple[str | int, ...], reason: str) -> None:
         """:meth:`add` for a member of list ``field`` known by its origin (index or path)."""
         self.add((field, origin) if isinstance(origin, int) else origin, reason)
 
-    def add_cleaned(self, path: Sequence[str | int], reason: str, *, benign: bool = False) -> None:
+    def add_cleaned(
+        self,
+        path: Sequence[str | int],
+        reason: str,
+        *,
+        benign: bool = False,
+        dropped: tuple[str, str] | None = None,
+    ) -> None:
         """:meth:`add` for a ``path`` in the sanitized body (recorded at the client's path)."""
-        self.add(self.original_path(path), reason, benign=benign)
+        self.add(self.original_path(path), reason, benign=benign, dropped=dropped)
 
     def __iter__(self) -> Iterator[Removal]:
         return iter(self.entries)

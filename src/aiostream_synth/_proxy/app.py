@@ -363,6 +363,7 @@ class ProxyApp:
                 bytes_sent=record.bytes_sent,
                 duration=duration,
                 upstream_latency=record.upstream_latency,
+                dropped=[r.dropped for r in record.removals or () if r.dropped is not None],
             )
             removals = record.removals
             notable = removals.notable if removals is not None else []

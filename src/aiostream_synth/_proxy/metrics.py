@@ -5,10 +5,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
+from collections.abc import Iterable
 
 __all__ = ["Metrics"]
 
 _BUCKETS = (0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
+
+
+def _label(value: str) -> str:
+    """A Prometheus label value (client-supplied types may hold quotes or newlines)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")[:100]
 
 
 class _Histogram:
@@ -41,6 +47,8 @@ class Metrics:
         self.bytes_sent = 0
         self.upstream_latency = _Histogram()
         self.request_duration = _Histogram()
+        #: (kind, type) -> how many a bridge dropped (bridge.md B-P2)
+        self.bridge_dropped: Counter[tuple[str, str]] = Counter()
 
     def record(
         self,
@@ -52,7 +60,9 @@ class Metrics:
         bytes_sent: int,
         duration: float,
         upstream_latency: float | None,
+        dropped: Iterable[tuple[str, str]] = (),
     ) -> None:
+        self.bridge_dropped.update(dropped)
         self.requests[(dialect, "true" if stream else "false", outcome)] += 1
         self.keepalives += keepalives
         self.bytes_sent += bytes_sent
@@ -82,5 +92,11 @@ class Metrics:
             "# HELP aiostream_synth_request_duration_seconds Request duration.",
             "# TYPE aiostream_synth_request_duration_seconds histogram",
             *self.request_duration.render("aiostream_synth_request_duration_seconds"),
+            "# HELP aiostream_synth_bridge_dropped_total What bridges dropped, by kind and type.",
+            "# TYPE aiostream_synth_bridge_dropped_total counter",
+            *(
+                f'aiostream_synth_bridge_dropped_total{{kind="{_label(kind)}",type="{_label(type_)}"}} {count}'
+                for (kind, type_), count in sorted(self.bridge_dropped.items())
+            ),
         ]
         return "\n".join(lines) + "\n"

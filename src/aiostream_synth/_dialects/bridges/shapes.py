@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["count", "obj"]
+__all__ = ["count", "elements", "obj"]
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -16,3 +16,9 @@ def obj(value: Any) -> dict[str, Any]:
 def count(value: Any) -> int:
     """``value`` when it is a non-negative integer (a token count), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def elements(value: Any) -> list[Any]:
+    """The elements of a JSON array as they are (a typed params view's list gives its raw
+    items: no per-element view is built), or ``[]`` for anything else."""
+    return list.copy(value) if isinstance(value, list) else []

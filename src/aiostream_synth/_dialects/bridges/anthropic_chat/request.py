@@ -21,7 +21,7 @@ import orjson
 from aiostream_synth._dialects.bridges.chat_reasoning import reasoning_fields
 from aiostream_synth._dialects.bridges.names import NameTable
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.shapes import obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj
 from aiostream_synth._params.removals import Removals
 
 __all__ = ["AnthropicChatContext", "anthropic_to_chat"]
@@ -274,7 +274,7 @@ def _system_text(system: Any, removals: Removals) -> str:
 
 def _tools(tools: Any, ctx: AnthropicChatContext, removals: Removals) -> list[dict[str, Any]]:
     out = []
-    for k, tool in enumerate(tools if isinstance(tools, list) else ()):
+    for k, tool in enumerate(elements(tools)):
         if not isinstance(tool, dict):
             continue
         kind = tool.get("type")
@@ -331,7 +331,7 @@ def anthropic_to_chat(
     }
     tools = _tools(body.get("tools"), ctx, report)
     assembler = _Messages(ctx, report)
-    for index, message in enumerate(body.get("messages") or ()):
+    for index, message in enumerate(elements(body.get("messages"))):
         if not isinstance(message, dict):
             continue
         role = message.get("role")

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.shapes import obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
@@ -122,7 +122,7 @@ def chat_to_anthropic_request(
     }
     system: list[str] = []
     messages: list[dict[str, Any]] = []
-    for index, message in enumerate(body.get("messages") or ()):
+    for index, message in enumerate(elements(body.get("messages"))):
         if not isinstance(message, dict):
             continue
         role = message.get("role")
@@ -182,7 +182,7 @@ def chat_to_anthropic_request(
         out["system"] = "\n\n".join(system)
     out["messages"] = messages
     tools = []
-    for k, tool in enumerate(body.get("tools") or ()):
+    for k, tool in enumerate(elements(body.get("tools"))):
         declared = obj(tool).get("function")
         if not isinstance(declared, dict):
             report.add(("tools", k), "only function tools reach an Anthropic upstream")

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.shapes import obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
@@ -308,8 +308,7 @@ def chat_to_responses_request(
     out: dict[str, Any] = {
         "model": options.model_map.get(model, model) if isinstance(model, str) else model
     }
-    messages = body.get("messages")
-    messages = messages if isinstance(messages, list) else []
+    messages = elements(body.get("messages"))
     leading: list[str] = []
     start = 0
     while (
@@ -322,12 +321,12 @@ def chat_to_responses_request(
     if any(leading):
         out["instructions"] = "\n\n".join(text for text in leading if text)
     items = _Items(ctx, report)
-    tools = [_tool(tool, i, ctx, report) for i, tool in enumerate(body.get("tools") or ())]
+    tools = [_tool(tool, i, ctx, report) for i, tool in enumerate(elements(body.get("tools")))]
     for index in range(start, len(messages)):
         items.add(messages[index], index)
     out["input"] = items.items
     all_tools = [tool for tool in tools if tool is not None]
-    for function in body.get("functions") or ():
+    for function in elements(body.get("functions")):
         if isinstance(function, dict):
             all_tools.append(
                 _tool({"type": "function", "function": function}, 0, ctx, report) or {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from aiostream_synth._dialects.bridges.names import NameTable
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.responses.namespaces import NamespaceMap
@@ -32,7 +34,14 @@ class ResponsesChatContext:
     echo: dict[str, Any] = field(default_factory=dict)
     #: whether the client asked for output-text logprobs
     logprobs: bool = False
-    #: size of the upstream prompt in characters (for the truncation warning, usage estimates)
-    prompt_chars: int = 0
+    #: the upstream messages (their size feeds the truncation warning and usage estimates)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     #: an empty probe request answered without calling the upstream (§1.2)
     answer_locally: bool = False
+    _prompt_chars: int | None = None
+
+    def prompt_chars(self) -> int:
+        """The upstream prompt's size in characters of JSON (measured once, when first asked)."""
+        if self._prompt_chars is None:
+            self._prompt_chars = len(orjson.dumps(self.messages))
+        return self._prompt_chars

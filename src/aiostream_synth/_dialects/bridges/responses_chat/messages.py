@@ -21,7 +21,7 @@ import orjson
 from aiostream_synth._dialects.bridges.chat_reasoning import reasoning_fields
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
 from aiostream_synth._dialects.bridges.responses_chat.tools import LOCAL_SHELL_TOOL
-from aiostream_synth._dialects.bridges.shapes import obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj
 from aiostream_synth._params.removals import Removals, format_path
 from aiostream_synth._wire.errors import BridgeError
 
@@ -118,7 +118,9 @@ class _Assembler:
         return key if isinstance(key, str) and key else None
 
     def _drop(self, index: int, reason: str, *, benign: bool = False) -> None:
-        self.removals.add_cleaned(("input", index), reason, benign=benign)
+        kind = self.items[index].get("type") if isinstance(self.items[index], dict) else None
+        label = ("item", kind if isinstance(kind, str) else "untyped")
+        self.removals.add_cleaned(("input", index), reason, benign=benign, dropped=label)
 
     def _client_path(self, index: int) -> str:
         return format_path(self.removals.original_path(("input", index)))
@@ -492,10 +494,7 @@ def chat_messages(
     removals: Removals,
 ) -> list[dict[str, Any]]:
     """The chat messages for ``instructions`` and ``input`` (a string or a list of items)."""
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    elif not isinstance(items, list):
-        items = []
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else elements(items)
     assembler = _Assembler(items, ctx, removals)
     body = assembler.run()
     texts = [instructions] if isinstance(instructions, str) and instructions else []

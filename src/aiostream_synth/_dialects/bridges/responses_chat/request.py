@@ -16,8 +16,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
 from aiostream_synth._dialects.bridges.responses_chat.messages import chat_messages
@@ -193,7 +191,7 @@ def responses_to_chat(
             chat[key] = body[key]
     chat["stream"] = False
     chat.update(options.upstream_extra_body)
-    ctx.prompt_chars = len(orjson.dumps(messages))
+    ctx.messages = messages
     items = body.get("input")
     ctx.answer_locally = (
         isinstance(items, list)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -38,7 +38,8 @@ _UNWRAP_KEYS = ("input", "patch", "content", "text")
 
 
 def _hex() -> str:
-    return uuid.uuid4().hex
+    """32 random hex digits (an item id; cheaper than a uuid4, as random)."""
+    return os.urandom(16).hex()
 
 
 def _text(content: Any) -> str:
@@ -200,21 +201,22 @@ def _usage(
     prompt = count(usage.get("prompt_tokens"))
     output = count(usage.get("completion_tokens"))
     if ctx.options.estimate_usage:
-        prompt = prompt or math.ceil(ctx.prompt_chars / 4)
+        prompt = prompt or math.ceil(ctx.prompt_chars() / 4)
         output = output or math.ceil(output_chars / 4)
     prompt_details = _details(usage, "prompt_tokens_details")
     cached = count(prompt_details.get("cached_tokens")) or count(
         usage.get("prompt_cache_hit_tokens")
     )
     total = usage.get("total_tokens")
-    estimated_prompt = math.ceil(ctx.prompt_chars / 4)
-    if prompt and prompt < estimated_prompt / 2 and prompt >= 2048 and prompt & (prompt - 1) == 0:
-        LOG.warning(
-            "bridge: upstream probably truncated the prompt (context window): it counted %d "
-            "prompt tokens for about %d",
-            prompt,
-            estimated_prompt,
-        )
+    if prompt >= 2048 and prompt & (prompt - 1) == 0:  # a power of two: a context window?
+        estimated_prompt = math.ceil(ctx.prompt_chars() / 4)
+        if prompt < estimated_prompt / 2:
+            LOG.warning(
+                "bridge: upstream probably truncated the prompt (context window): it counted %d "
+                "prompt tokens for about %d",
+                prompt,
+                estimated_prompt,
+            )
     return {
         "input_tokens": prompt,
         "input_tokens_details": {
@@ -420,7 +422,9 @@ def chat_to_response(completion: Any, ctx: ResponsesChatContext) -> dict[str, An
     response = _envelope(ctx, status)
     response["incomplete_details"] = incomplete
     response["output"] = output
-    chars = len(text) + len(reasoning) + sum(len(orjson.dumps(item)) for item in calls.items)
+    chars = len(text) + len(reasoning)
+    if options.estimate_usage:
+        chars += sum(len(orjson.dumps(item)) for item in calls.items)
     response["usage"] = _usage(data, ctx, chars)
     if isinstance(data.get("service_tier"), str):
         response["service_tier"] = data["service_tier"]

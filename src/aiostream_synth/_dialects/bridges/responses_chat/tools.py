@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
+from aiostream_synth._dialects.bridges.shapes import elements
 from aiostream_synth._dialects.responses.namespaces import flatten_tools
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
@@ -107,7 +108,7 @@ def chat_tools(
     dropped: set[str] = set()
     if not isinstance(tools, list):
         return dropped
-    flat, ns_map = flatten_tools(tools, keep_malformed=False)
+    flat, ns_map = flatten_tools(elements(tools), keep_malformed=False)
     ctx.ns_map.update(ns_map)
     out: list[dict[str, Any]] = []
     functions = {
@@ -121,7 +122,11 @@ def chat_tools(
         name = tool.get("name") if isinstance(tool, dict) else None
         if kind == "function" and isinstance(name, str):
             if tool.get("defer_loading") is True and options.deferred_tools == "drop":
-                removals.add_cleaned(where, "deferred tool (bridge option deferred_tools=drop)")
+                removals.add_cleaned(
+                    where,
+                    "deferred tool (bridge option deferred_tools=drop)",
+                    dropped=("tool", "function"),
+                )
                 dropped.add("function")
                 continue
             upstream, collided = ctx.names.upstream(name, sanitize=options.name_sanitize)
@@ -132,7 +137,11 @@ def chat_tools(
             out.append(_function(tool, upstream))
         elif kind == "custom" and isinstance(name, str):
             if options.custom_tool_strategy == "drop":
-                removals.add_cleaned(where, "custom tool (bridge option custom_tool_strategy=drop)")
+                removals.add_cleaned(
+                    where,
+                    "custom tool (bridge option custom_tool_strategy=drop)",
+                    dropped=("tool", "custom"),
+                )
                 dropped.add("custom")
                 continue
             ctx.custom_names.add(name)
@@ -163,7 +172,9 @@ def chat_tools(
         else:
             label = kind if isinstance(kind, str) else "untyped"
             removals.add_cleaned(
-                where, f"{label} tool: the chat upstream cannot run it (hosted or unknown tool)"
+                where,
+                f"{label} tool: the chat upstream cannot run it (hosted or unknown tool)",
+                dropped=("tool", label),
             )
             dropped.add(label)
     if out:
