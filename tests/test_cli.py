@@ -67,3 +67,51 @@ def test_bad_option_values_are_rejected(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         _parser().parse_args(["serve", "--responses-events", "loud"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--upstream-ap", "chat"],  # an abbreviation: no longer taken for another option
+        ["serve", "--upstream-api-k", "x"],
+        ["serve", "--upstream-api", "chatt"],  # a misspelled value
+        ["serve", "--bridge-profile", "llama"],
+        ["serve", "--keepalive", "3"],  # the demo's option, not serve's
+        ["demo", "--del", "1"],
+    ],
+)
+def test_abbreviated_or_misspelled_options_are_errors(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ('{"reasoning_out_feld": "reasoning"}', "unknown bridge option 'reasoning_out_feld'"),
+        ('{"length_status": "done"}', "length_status"),
+        ("{not json", "not JSON"),
+        ("[1]", "JSON object"),
+    ],
+)
+def test_a_wrong_bridge_config_is_an_error_naming_it(
+    config: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--upstream-api", "chat", "--bridge-config", config])
+    assert words in capsys.readouterr().err
+
+
+def test_upstream_api_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIOSTREAM_SYNTH_UPSTREAM_API", "chat")
+    monkeypatch.setenv("AIOSTREAM_SYNTH_BRIDGE_PROFILE", "deepseek")
+    config = config_from_args(_parser().parse_args(["serve"]))
+    assert config.upstream_api == "chat"
+    assert config.bridge_options().reasoning_placeholder == " "
+    monkeypatch.setenv("AIOSTREAM_SYNTH_UPSTREAM_API", "chatt")
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve"])
