@@ -10,6 +10,8 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
 * ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
 * ``proxy-w2``— the same with ``--workers 2``;
 * ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``);
+* ``proxy-granian`` / ``proxy-hypercorn`` — the same on granian (Rust HTTP, asyncio + uvloop) /
+  hypercorn's asyncio worker;
 * ``proxy-anthropic`` — ``aiostream-synth serve`` answering ``POST /v1/messages`` (Anthropic
   Messages: ``ping`` keepalives, ``message_stop`` at the end) from the same embedded model;
 * ``proxy-upstream`` — ``aiostream-synth serve --upstream`` in front of a non-streaming
@@ -55,6 +57,8 @@ SERVERS = (
     "proxy-anthropic",
     "proxy-upstream",
     "proxy-bridge",
+    "proxy-granian",
+    "proxy-hypercorn",
 )
 #: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
 UPSTREAM_OFFSET = 500
@@ -278,6 +282,10 @@ def start_server(kind: str, port: int, delay: float, interval: float) -> subproc
         ]
         if kind == "proxy-trio":
             command += ["--loop", "trio"]
+        if kind == "proxy-granian":
+            command += ["--server", "granian"]
+        if kind == "proxy-hypercorn":
+            command += ["--server", "hypercorn", "--loop", "asyncio"]
         if kind in ("proxy-upstream", "proxy-bridge"):
             command += ["--upstream", f"http://127.0.0.1:{port + UPSTREAM_OFFSET}/v1"]
         if kind == "proxy-bridge":

@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 import orjson
 
+from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._wire.errors import StreamAborted
 from aiostream_synth._wire.failures import classify_failure
 
@@ -87,7 +88,7 @@ class Coalescer:
 
     def __init__(
         self,
-        task_group: anyio.abc.TaskGroup,
+        task_group: TaskStarter,
         *,
         mode: CoalesceMode = "retries",
         linger: float = 0.9,

@@ -34,6 +34,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._dialects.base import DialectStream, StreamDialect
+from aiostream_synth._engine.tasks import Cancellable, TaskStarter
 from aiostream_synth._engine.tick import TickWait
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure
@@ -116,6 +117,7 @@ class SynthesizedStream:
         "_on_disconnect",
         "_out",
         "_own_group",
+        "_own_task_group",
         "_pending",
         "_result",
         "_task_group",
@@ -133,7 +135,7 @@ class SynthesizedStream:
         on_disconnect: OnDisconnect = "cancel",
         finish_timeout: float = 60.0,
         on_abandoned: Callable[[StreamOutcome], object] | None = None,
-        task_group: anyio.abc.TaskGroup | None = None,
+        task_group: TaskStarter | None = None,
     ) -> None:
         if keepalive_interval <= 0:
             raise ValueError("keepalive_interval must be positive")
@@ -151,13 +153,14 @@ class SynthesizedStream:
         # completion) and, only under the finish policy, an Event created on demand.
         self._tick: TickWait | None = None
         self._done_event: anyio.Event | None = None
-        self._backend_task: anyio.TaskHandle[None] | None = None
+        self._backend_task: Cancellable | None = None
         self._cancelled_by: Exception | None = None  # why the backend task was cancelled
         self._deadline = float("inf")  # the backend call's, on the anyio clock
         self._result: Any = None
         self._error: Exception | None = None
         self._task_group = task_group
         self._own_group = task_group is None
+        self._own_task_group: anyio.abc.TaskGroup | None = None  # opened on entry
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
         self._next_tick = 0.0
         self._keepalives = 0
@@ -188,8 +191,9 @@ class SynthesizedStream:
         self._entered = True
         task_group = self._task_group
         if task_group is None:
-            task_group = self._task_group = anyio.create_task_group()
-            await task_group.__aenter__()
+            own = self._own_task_group = anyio.create_task_group()
+            await own.__aenter__()
+            task_group = self._task_group = own
         self._tick = TickWait()
         now = anyio.current_time()
         self._next_tick = now + self._interval
@@ -224,11 +228,12 @@ class SynthesizedStream:
                 with anyio.CancelScope(shield=True):
                     await self._wait_done()  # nothing outlives the context
                 return None
-            task_group.cancel_scope.cancel()
-        if not self._own_group:
+            assert self._own_task_group is not None
+            self._own_task_group.cancel_scope.cancel()
+        if self._own_task_group is None:
             return None
         try:
-            return await task_group.__aexit__(exc_type, exc, tb)
+            return await self._own_task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
             raise_collapsed(group)
 

@@ -107,7 +107,7 @@ class ProxyConfig:
     drain_timeout: float = 30.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 1
-    server: Literal["uvicorn", "hypercorn"] = "uvicorn"
+    server: Literal["uvicorn", "hypercorn", "granian"] = "uvicorn"
     #: "auto": uvloop when installed, else asyncio.
     loop: Literal["auto", "asyncio", "uvloop", "trio"] = "auto"
     log_level: str = "info"

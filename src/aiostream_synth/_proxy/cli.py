@@ -48,7 +48,7 @@ _CHOICES: dict[str, list[str]] = {
     "coalesce": ["retries", "all", "off"],
     "upstream_api": [spec.name for spec in DIALECTS],
     "bridge_profile": list(BRIDGE_PROFILES),
-    "server": ["uvicorn", "hypercorn"],
+    "server": ["uvicorn", "hypercorn", "granian"],
     "loop": ["auto", "asyncio", "uvloop", "trio"],
     "log_level": ["critical", "error", "warning", "info", "debug"],
 }
@@ -166,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
         )
+        # One line per request is ours; the HTTP client's own per-call INFO line would double
+        # the logging of every upstream call (shown with --log-level debug).
+        if logging.getLevelName(config.log_level.upper()) > logging.DEBUG:
+            for name in ("httpx", "httpx2", "httpcore"):
+                logging.getLogger(name).setLevel(logging.WARNING)
         from aiostream_synth._proxy.serve import run
 
         run(config)

@@ -5,6 +5,9 @@
   terminal failure event ("server shutting down"); then uvicorn exits.
 * hypercorn with its trio worker (``--loop trio``) or asyncio: the same drain in the shutdown
   trigger, then hypercorn's own graceful close.
+* granian (``--server granian``, the ``granian`` extra): its Rust HTTP server runs the ASGI
+  app on this process's asyncio loop (uvloop when installed); SIGTERM/SIGINT drain open streams
+  the same way, then granian stops.
 * ``workers > 1`` (uvicorn): the parent binds the port once and forks that many processes
   serving the shared socket; SIGTERM is forwarded to each, which drains as above.
 """
@@ -35,6 +38,8 @@ LOG = logging.getLogger("aiostream_synth.proxy")
 # clients arrive in bursts (a batch of agents starting together); with hypercorn's default of
 # 100, 2,000 connections opened at once saw 22% reset or never answered (bench_load proxy-trio).
 _BACKLOG = 4096
+#: Concurrent requests granian serves per worker (each open stream is one for minutes).
+_GRANIAN_CONCURRENCY = 1_000_000
 
 
 def _bind(config: ProxyConfig) -> socket.socket:
@@ -124,6 +129,60 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
     asyncio.run(asyncio_main())
 
 
+def _granian(app: ProxyApp, config: ProxyConfig) -> None:
+    try:
+        from granian.constants import Interfaces
+        from granian.log import LogLevels
+        from granian.server.embed import Server
+    except ImportError:
+        raise SystemExit(
+            "--server granian needs granian: pip install 'aiostream-synth[granian]'"
+        ) from None
+
+    async def main() -> None:
+        server = Server(
+            app,
+            address=config.host,
+            port=config.port,
+            interface=Interfaces.ASGI,
+            backlog=_BACKLOG,
+            log_level=LogLevels(config.log_level),
+            log_access=False,
+            websockets=False,
+            # Granian's default caps concurrent requests at the backlog (4096): long-lived
+            # streams beyond it would wait for a whole turn before being read.
+            backpressure=_GRANIAN_CONCURRENCY,
+        )
+        loop = asyncio.get_running_loop()
+
+        async def drain() -> None:
+            aborted = await app.shutdown.shutdown(config.drain_timeout)
+            LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+            server.stop()  # type: ignore[no-untyped-call]
+
+        draining: list[asyncio.Task[None]] = []
+
+        def on_signal() -> None:
+            if draining:  # a second signal: stop now
+                server.stop()  # type: ignore[no-untyped-call]
+                return
+            draining.append(loop.create_task(drain()))
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        await server.serve()
+
+    if config.loop in ("auto", "uvloop"):
+        with contextlib.suppress(ImportError):
+            import uvloop
+
+            uvloop.run(main())
+            return
+        if config.loop == "uvloop":
+            raise SystemExit("--loop uvloop needs uvloop installed")
+    asyncio.run(main())
+
+
 def _warm_up() -> None:
     """Build what a dialect's first request would otherwise build (the Anthropic params model
     takes about a second; it is built on first use, so library users who never serve that
@@ -148,6 +207,8 @@ def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
     _freeze_startup_heap()
     if config.server == "hypercorn" or config.loop == "trio":
         _hypercorn(app, config)
+    elif config.server == "granian":
+        _granian(app, config)
     else:
         _uvicorn(app, config, sock)
 
@@ -177,9 +238,10 @@ def run(config: ProxyConfig) -> None:
     if config.workers <= 1:
         _serve_one(config)
         return
-    if config.server == "hypercorn" or config.loop == "trio":
+    if config.server != "uvicorn" or config.loop == "trio":
         raise SystemExit(
-            "--workers > 1 is supported with uvicorn (asyncio/uvloop); run one trio server per port"
+            "--workers > 1 is supported with uvicorn (asyncio/uvloop); run one trio or granian "
+            "server per port"
         )
     sock = _bind(config)
     context = multiprocessing.get_context("fork")

@@ -64,6 +64,7 @@ from aiostream_synth._engine.stream import (
     SynthesizedStream,
     raise_collapsed,
 )
+from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter
 from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.coerce import as_json_dict
@@ -235,7 +236,7 @@ def open_stream(
     backend: CompletionBackend,
     settings: StreamSettings,
     headers: Mapping[str, str],
-    task_group: anyio.abc.TaskGroup | None = None,
+    task_group: TaskStarter | None = None,
     coalescer: Coalescer | None = None,
 ) -> SynthesizedStream:
     """The engine for a prepared streaming request (not yet entered); ``task_group``, when
@@ -440,7 +441,7 @@ async def handle_request(
     backend: CompletionBackend,
     settings: StreamSettings,
     shutdown: ShutdownSignal | None = None,
-    task_group: anyio.abc.TaskGroup | None = None,
+    task_group: TaskStarter | None = None,
     coalescer: Coalescer | None = None,
 ) -> None:
     """Serve one POST in a dialect (a spec, or its name) on the native path."""
@@ -527,7 +528,7 @@ class SynthesizingApp:
             for path, route in spec.local_routes.items()
         }
         self.drain_timeout = drain_timeout
-        self._backend_tasks: anyio.abc.TaskGroup | None = None
+        self._backend_tasks: BackgroundTasks | None = None
         #: Shares backend calls between a request and its retries (set up by the lifespan).
         self.coalescer: Coalescer | None = None
 
@@ -567,7 +568,7 @@ class SynthesizingApp:
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as backend_tasks:
+        async with BackgroundTasks() as backend_tasks:
             try:
                 while True:
                     message = await receive()
@@ -591,5 +592,5 @@ class SynthesizingApp:
                 # no task outlives the lifespan.
                 self._backend_tasks = None
                 self.coalescer = None
-                backend_tasks.cancel_scope.cancel()
+                backend_tasks.cancel_all()
         await send({"type": "lifespan.shutdown.complete"})
