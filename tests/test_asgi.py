@@ -7,10 +7,10 @@ from collections.abc import MutableMapping
 from typing import Any, cast
 
 import anyio
-import sniffio
 import httpx
 import openai
 import pytest
+import sniffio
 from starlette.applications import Starlette
 
 from aiostream_synth import (
