@@ -58,10 +58,18 @@ def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
             process.stderr.close()
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "trio"])
-def test_sigterm_ends_a_live_stream_with_its_terminal_event(loop: str) -> None:
+SERVERS = {
+    "uvicorn": ("--loop", "asyncio"),
+    "hypercorn-trio": ("--loop", "trio"),
+    "granian": ("--server", "granian"),
+}
+
+
+@pytest.mark.parametrize("server", list(SERVERS))
+def test_sigterm_ends_a_live_stream_with_its_terminal_event(server: str) -> None:
     """SIGTERM mid-wait: the open stream ends with error + response.failed, then the server exits."""
-    with serve("--keepalive-s", "0.1", "--drain-timeout", "0.3", "--loop", loop) as (process, url):
+    options = SERVERS[server]
+    with serve("--keepalive-s", "0.1", "--drain-timeout", "0.3", *options) as (process, url):
         body = {"model": "m", "input": "wait [delay:60]", "stream": True}
         with (
             httpx.Client(timeout=30) as client,
@@ -75,6 +83,24 @@ def test_sigterm_ends_a_live_stream_with_its_terminal_event(loop: str) -> None:
     events = [e.json() for e in parse(rest + "\n\n")]
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
     assert events[-1]["response"]["error"]["message"] == "server shutting down"
+
+
+@pytest.mark.parametrize("server", list(SERVERS))
+def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
+    """Disconnect detection on every server: the client closes mid-wait; the request is logged
+    as client_gone (the backend call cancelled, not left running) within a second."""
+    with serve("--keepalive-s", "0.1", *SERVERS[server]) as (_, url):
+        body = {"model": "m", "input": "wait [delay:60]", "stream": True}
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", f"{url}/v1/responses", json=body) as response,
+        ):
+            assert next(response.iter_lines()) == "event: response.created"
+        deadline = time.monotonic() + 10
+        metric = 'outcome="client_gone"} 1'
+        while metric not in (text := httpx.get(f"{url}/metrics").text):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.05)
 
 
 def _children(pid: int) -> list[int]:
