@@ -17,7 +17,7 @@ import pytest
 
 from aiostream_synth import BackendCall
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-from aiostream_synth._proxy.upstream import UpstreamBackend
+from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
 
 from .fake_upstream import FakeUpstream
 from .servers import serve
@@ -438,10 +438,13 @@ class _HeldUpstream:
 
 
 @real_clock
-@pytest.mark.parametrize(("cap", "calls"), [(None, 1001), (2, 5)], ids=["default", "cap 2"])
+@pytest.mark.parametrize(
+    ("cap", "calls"), [(None, 1001), (2, 5), (100, 150)], ids=["default", "cap 2", "cap 100"]
+)
 async def test_upstream_connections_are_capped_only_when_asked(cap: int | None, calls: int) -> None:
     """Every open stream gets its own upstream call at once by default (the openai SDK's own
-    pool stops at 1000 and would queue the rest); ``max_connections`` caps them on purpose."""
+    pool stops at 1000 and would queue the rest); ``max_connections`` caps them on purpose,
+    exactly, across the client shards (64 calls each, so no pool walks thousands)."""
     with contextlib.suppress(ValueError, OSError):  # two sockets per call in this process
         _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -466,6 +469,7 @@ async def test_upstream_connections_are_capped_only_when_asked(cap: int | None, 
     assert reached, f"only {upstream.peak} of {peak} calls reached the upstream together"
     assert upstream.peak == peak
     assert len(results) == calls
+    assert len(backend._shards) == -(-peak // SHARD_SIZE)
     assert {result["id"] for result in results} == {"resp_held"}
 
 

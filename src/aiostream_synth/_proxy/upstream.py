@@ -15,6 +15,12 @@ No cap on concurrent upstream connections by default: every open stream holds on
 call for minutes, so the SDK's own pool of 1000 connections would silently queue the 1001st
 stream behind the others (its keepalives flowing, its call not even sent). ``max_connections``
 sets a deliberate cap; calls beyond it wait for a free connection (as long as a read may take).
+
+The calls are spread over *shards*, clients of at most :data:`SHARD_SIZE` concurrent calls each,
+added as concurrency grows: the HTTP client's pool walks all its requests and connections on
+every request event, so one pool holding 2,000 waiting calls spent 12 s of CPU assigning them
+and stalled the event loop (keepalive gaps of 10 K, measured with ``bench_load.py``); 64 per
+pool keeps each walk short. A client passed in (``http_client``) is used alone.
 """
 
 from __future__ import annotations
@@ -31,8 +37,20 @@ __all__ = ["UpstreamBackend"]
 
 #: The Messages API version sent when the client named none.
 ANTHROPIC_VERSION = "2023-06-01"
-#: Idle connections kept for reuse between bursts (the SDK's default).
-_IDLE_CONNECTIONS = 100
+#: Idle connections kept for reuse between bursts, per shard.
+_IDLE_CONNECTIONS = 16
+#: Concurrent calls per shard (see the module docstring).
+SHARD_SIZE = 64
+
+
+class _Shard:
+    """One client and how many calls it carries now."""
+
+    __slots__ = ("client", "in_flight")
+
+    def __init__(self, client: openai.AsyncOpenAI) -> None:
+        self.client = client
+        self.in_flight = 0
 
 
 class UpstreamBackend:
@@ -56,21 +74,48 @@ class UpstreamBackend:
             raise ValueError(f"max_connections must be at least 1 or None, not {max_connections}")
         self.forward_authorization = forward_authorization
         self.max_connections = max_connections
+        self._options: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": api_key or "unused",
+            "timeout": openai.Timeout(read_timeout, connect=connect_timeout),
+            "max_retries": max_retries,
+        }
+        self._growable = http_client is None
+        self._shards: list[_Shard] = []
+        self._shard_limits: list[int | None] = []
+        if max_connections is None:
+            self._max_shards: int | None = None
+        else:  # the cap split over shards of SHARD_SIZE (the last one holds the rest)
+            self._max_shards = -(-max_connections // SHARD_SIZE)
+            self._shard_limits = [
+                min(SHARD_SIZE, max_connections - k * SHARD_SIZE) for k in range(self._max_shards)
+            ]
+        self._shards.append(_Shard(self._new_client(http_client)))
+        #: The first shard's client (``models()`` and headers use it).
+        self.client = self._shards[0].client
+
+    def _new_client(self, http_client: Any = None) -> openai.AsyncOpenAI:
         if http_client is None:
+            limit = self._shard_limits[len(self._shards)] if self._shard_limits else None
             limits = httpx2.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=min(
-                    _IDLE_CONNECTIONS, max_connections or _IDLE_CONNECTIONS
-                ),
+                max_connections=limit,
+                max_keepalive_connections=min(_IDLE_CONNECTIONS, limit or _IDLE_CONNECTIONS),
             )
             http_client = openai.DefaultAsyncHttpxClient(limits=limits)
-        self.client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "unused",
-            timeout=openai.Timeout(read_timeout, connect=connect_timeout),
-            max_retries=max_retries,
-            http_client=http_client,
-        )
+        return openai.AsyncOpenAI(**self._options, http_client=http_client)
+
+    def _shard(self) -> _Shard:
+        """The least busy shard, or a new one when all carry SHARD_SIZE calls (and the cap,
+        if any, allows another)."""
+        shard = min(self._shards, key=lambda s: s.in_flight)
+        if (
+            shard.in_flight >= SHARD_SIZE
+            and self._growable
+            and (self._max_shards is None or len(self._shards) < self._max_shards)
+        ):
+            shard = _Shard(self._new_client())
+            self._shards.append(shard)
+        return shard
 
     def _headers(self, call_headers: Any) -> dict[str, str]:
         if self.forward_authorization and "authorization" in call_headers:
@@ -96,12 +141,17 @@ class UpstreamBackend:
             if call.dialect == "anthropic"
             else self._headers(call.headers)
         )
-        return await self.client.post(
-            spec_for(call.dialect).upstream_path,
-            cast_to=object,
-            body=call.params,
-            options={"headers": headers},
-        )
+        shard = self._shard()
+        shard.in_flight += 1
+        try:
+            return await shard.client.post(
+                spec_for(call.dialect).upstream_path,
+                cast_to=object,
+                body=call.params,
+                options={"headers": headers},
+            )
+        finally:
+            shard.in_flight -= 1
 
     async def models(self, headers: Any = None) -> Any:
         """The upstream's ``GET /models`` answer."""
@@ -110,4 +160,5 @@ class UpstreamBackend:
         )
 
     async def aclose(self) -> None:
-        await self.client.close()
+        for shard in self._shards:
+            await shard.client.close()
