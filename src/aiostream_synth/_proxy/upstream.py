@@ -81,6 +81,9 @@ class UpstreamBackend:
             "max_retries": max_retries,
         }
         self._growable = http_client is None
+        # One TLS context for every shard: building one loads the CA bundle (about 17 ms of
+        # blocked event loop each time a shard is added in the middle of a burst).
+        self._ssl: Any = httpx2.create_ssl_context() if http_client is None else None
         self._shards: list[_Shard] = []
         self._shard_limits: list[int | None] = []
         if max_connections is None:
@@ -101,7 +104,7 @@ class UpstreamBackend:
                 max_connections=limit,
                 max_keepalive_connections=min(_IDLE_CONNECTIONS, limit or _IDLE_CONNECTIONS),
             )
-            http_client = openai.DefaultAsyncHttpxClient(limits=limits)
+            http_client = openai.DefaultAsyncHttpxClient(limits=limits, verify=self._ssl)
         return openai.AsyncOpenAI(**self._options, http_client=http_client)
 
     def _shard(self) -> _Shard:
