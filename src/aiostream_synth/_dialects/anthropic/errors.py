@@ -13,11 +13,11 @@ genuine rate limit (429) or overload (529) leaves retries allowed. After commit,
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from aiostream_synth._dialects.base import ErrorResponse
 from aiostream_synth._wire.failures import Failure
+from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["anthropic_error", "error_event_type", "error_type", "new_request_id"]
 
@@ -42,7 +42,7 @@ _RETRYABLE = frozenset({429, 529})
 
 
 def new_request_id() -> str:
-    return "req_" + uuid.uuid4().hex
+    return "req_" + random_hex()
 
 
 def error_type(status_code: int, code: str | None = None) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import typing
-import uuid
 from collections.abc import Iterator
 from functools import cache
 from typing import Any, Literal
@@ -36,6 +35,7 @@ import orjson
 
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.ids import random_hex
 from aiostream_synth._wire.sse import event_prefix
 
 __all__ = [
@@ -82,7 +82,7 @@ _STOP_FRAME = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 def new_message_id() -> str:
     """A fresh ``msg_`` id, for a stream committed before the backend's message exists."""
-    return "msg_" + uuid.uuid4().hex
+    return "msg_" + random_hex()
 
 
 def _frame(payload: dict[str, Any]) -> bytes:

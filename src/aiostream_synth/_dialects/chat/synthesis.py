@@ -23,7 +23,6 @@ Deliberate differences from the upstream reference module (decisions P2, P4, P5)
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -31,6 +30,7 @@ import orjson
 
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.ids import random_hex
 from aiostream_synth._wire.json import dumps
 from aiostream_synth._wire.sse import DONE_FRAME, KEEPALIVE_COMMENT, data_frame
 from aiostream_synth._wire.usage import wire_chat_usage
@@ -132,7 +132,7 @@ def _frames(
     model = data.get("model")
     shared = orjson.dumps(  # the fields every chunk repeats (B-C14, B-C15)
         {
-            "id": "chatcmpl-" + uuid.uuid4().hex if completion_id is None else completion_id,
+            "id": "chatcmpl-" + random_hex() if completion_id is None else completion_id,
             "object": "chat.completion.chunk",
             "created": int(time.time()) if created is None else created,
             "model": "" if model is None else model,

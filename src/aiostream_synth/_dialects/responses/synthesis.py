@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any, Literal, NoReturn
 
@@ -53,6 +52,7 @@ from aiostream_synth._dialects.responses.namespaces import (
 )
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.ids import random_hex
 from aiostream_synth._wire.json import dumps
 from aiostream_synth._wire.sse import event_prefix
 from aiostream_synth._wire.usage import wire_responses_usage
@@ -80,7 +80,7 @@ _ID_PREFIX = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custo
 
 def new_response_id() -> str:
     """A fresh ``resp_`` + 32 lowercase hex characters id."""
-    return "resp_" + uuid.uuid4().hex
+    return "resp_" + random_hex()
 
 
 class _Events:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from typing import Any
 
 import orjson
@@ -15,6 +14,7 @@ from aiostream_synth._dialects.bridges.failures import upstream_result_failure
 from aiostream_synth._dialects.bridges.shapes import count, obj
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["chat_to_anthropic_message"]
 
@@ -90,7 +90,7 @@ def chat_to_anthropic_message(completion: Any, ctx: AnthropicChatContext) -> dic
             continue
         function = obj(call.get("function"))
         raw = _ID_UNSAFE.sub("_", str(call.get("id") or ""))
-        call_id = raw if raw and raw not in used else "toolu_" + uuid.uuid4().hex[:24]
+        call_id = raw if raw and raw not in used else "toolu_" + random_hex(24)
         used.add(call_id)
         name = ctx.names.original(str(function.get("name") or ""), ())
         content.append(
@@ -108,7 +108,7 @@ def chat_to_anthropic_message(completion: Any, ctx: AnthropicChatContext) -> dic
     details = obj(usage.get("prompt_tokens_details"))
     cached = count(details.get("cached_tokens"))
     prompt = count(usage.get("prompt_tokens"))
-    backend_id = _ID_UNSAFE.sub("_", str(data.get("id") or uuid.uuid4().hex))
+    backend_id = _ID_UNSAFE.sub("_", str(data.get("id") or random_hex()))
     return {
         "id": backend_id if backend_id.startswith("msg_") else "msg_" + backend_id,
         "type": "message",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ from aiostream_synth._dialects.bridges.responses_chat.tools import LOCAL_SHELL_T
 from aiostream_synth._dialects.bridges.shapes import count, obj
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["chat_to_response", "empty_response"]
 
@@ -35,11 +35,6 @@ _COMPLETED_REASONS = frozenset(
     {"stop", "tool_calls", "function_call", "eos", "end_turn", "stop_sequence", None}
 )
 _UNWRAP_KEYS = ("input", "patch", "content", "text")
-
-
-def _hex() -> str:
-    """32 random hex digits (an item id; cheaper than a uuid4, as random)."""
-    return os.urandom(16).hex()
 
 
 def _text(content: Any) -> str:
@@ -111,7 +106,7 @@ class _Calls:
         ):
             call_id = raw
         else:
-            call_id = "call_" + _hex()[:24]
+            call_id = "call_" + random_hex(24)
         self.used.add(call_id)
         return call_id
 
@@ -136,7 +131,7 @@ class _Calls:
             text = _arguments(arguments)
             item: dict[str, Any] = {
                 "type": "function_call",
-                "id": "fc_" + _hex(),
+                "id": "fc_" + random_hex(),
                 "call_id": call_id,
                 **self._name(flat),
                 "arguments": text,
@@ -152,7 +147,7 @@ class _Calls:
         self.items.append(
             {
                 "type": "custom_tool_call",
-                "id": "ctc_" + _hex(),
+                "id": "ctc_" + random_hex(),
                 "call_id": call_id,
                 **self._name(flat),
                 "input": text,
@@ -180,7 +175,7 @@ class _Calls:
         self.items.append(
             {
                 "type": "local_shell_call",
-                "id": "lsh_" + _hex(),
+                "id": "lsh_" + random_hex(),
                 "call_id": call_id,
                 "status": "completed",
                 "action": action,
@@ -288,7 +283,7 @@ def _annotations(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _envelope(ctx: ResponsesChatContext, status: str) -> dict[str, Any]:
     echo = ctx.echo
     return {
-        "id": "resp_" + _hex(),
+        "id": "resp_" + random_hex(),
         "object": "response",
         "created_at": ctx.created_at,
         "completed_at": time.time(),
@@ -342,7 +337,7 @@ def _message_item(
         part["logprobs"] = logprobs
     return {
         "type": "message",
-        "id": "msg_" + _hex(),
+        "id": "msg_" + random_hex(),
         "role": "assistant",
         "status": status,
         "content": [part],
@@ -382,7 +377,7 @@ def chat_to_response(completion: Any, ctx: ResponsesChatContext) -> dict[str, An
     if reasoning:
         item: dict[str, Any] = {
             "type": "reasoning",
-            "id": "rs_" + _hex(),
+            "id": "rs_" + random_hex(),
             "status": "completed",
             "summary": [],
         }
