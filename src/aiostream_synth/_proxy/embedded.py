@@ -32,13 +32,14 @@ from typing import Any
 
 import anyio
 
+from aiostream_synth._dialects.bridges.shapes import text_of
 from aiostream_synth._serving.asgi import BackendCall
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
 
 EMBEDDED_MODEL = "aiostream-synth-echo"
 _DIRECTIVE = re.compile(r"\[(delay|tool|reasoning|error|incomplete|usage-nulls)(?::([^\]]*))?\]")
-_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_TEXT_PARTS = ("text", "input_text", "output_text")
 _TOOL_RESULTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
@@ -51,22 +52,14 @@ class EmbeddedError(Exception):
         self.message = message
 
 
+def _text(content: Any) -> str:
+    return text_of(content, _TEXT_PARTS)
+
+
 def parse_directives(text: str) -> tuple[str, dict[str, str]]:
     """``(text without directives, {name: argument})``."""
     found = {name: arg or "" for name, arg in _DIRECTIVE.findall(text)}
     return " ".join(_DIRECTIVE.sub(" ", text).split()), found
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
-        )
-    return ""
 
 
 def _example(schema: Any) -> Any:
@@ -141,9 +134,9 @@ class EmbeddedBackend:
     def _chat_input(params: dict[str, Any]) -> tuple[str, str | None]:
         messages = [m for m in params.get("messages") or () if isinstance(m, dict)]
         if messages and messages[-1].get("role") == "tool":
-            return "", _content_text(messages[-1].get("content"))
+            return "", _text(messages[-1].get("content"))
         users = [m for m in messages if m.get("role") == "user"]
-        return (_content_text(users[-1].get("content")) if users else ""), None
+        return (_text(users[-1].get("content")) if users else ""), None
 
     @staticmethod
     def _responses_input(params: dict[str, Any]) -> tuple[str, str | None]:
@@ -155,7 +148,7 @@ class EmbeddedBackend:
             output = items[-1].get("output")
             return "", output if isinstance(output, str) else str(output)
         users = [i for i in items if i.get("role") == "user" and i.get("type") in (None, "message")]
-        return (_content_text(users[-1].get("content")) if users else ""), None
+        return (_text(users[-1].get("content")) if users else ""), None
 
     @staticmethod
     def _anthropic_input(params: dict[str, Any]) -> tuple[str, str | None]:
@@ -168,14 +161,14 @@ class EmbeddedBackend:
         blocks = [b for b in content or () if isinstance(b, dict)]
         results = [b for b in blocks if b.get("type") == "tool_result"]
         if results:
-            return "", _content_text(results[-1].get("content"))
+            return "", _text(results[-1].get("content"))
         texts = [
             b
             for b in blocks
             if b.get("type") == "text"
             and not str(b.get("text", "")).startswith("<system-reminder>")
         ]
-        return _content_text(texts), None
+        return _text(texts), None
 
     @staticmethod
     def _find_tool(tools: Any, name: str | None, dialect: str) -> dict[str, Any] | None:

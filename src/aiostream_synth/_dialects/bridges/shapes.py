@@ -3,9 +3,10 @@ client's history without trusting either."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-__all__ = ["count", "elements", "obj"]
+__all__ = ["count", "elements", "obj", "text_of"]
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -22,3 +23,18 @@ def elements(value: Any) -> list[Any]:
     """The elements of a JSON array as they are (a typed params view's list gives its raw
     items: no per-element view is built), or ``[]`` for anything else."""
     return list.copy(value) if isinstance(value, list) else []
+
+
+def text_of(content: Any, kinds: Collection[str] | None = ("text",), joiner: str = "") -> str:
+    """The text of message content: a string as it is; of a list of parts, the ``text`` (or a
+    refusal part's ``refusal``) of each part whose ``type`` is in ``kinds`` (any type when
+    ``kinds`` is None), joined with ``joiner``."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in elements(content):
+        if isinstance(part, dict) and (kinds is None or part.get("type") in kinds):
+            text = part.get("refusal") if part.get("type") == "refusal" else part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+    return joiner.join(texts)

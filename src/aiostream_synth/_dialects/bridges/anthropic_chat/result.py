@@ -11,7 +11,7 @@ import orjson
 from aiostream_synth._dialects.bridges.anthropic_chat.request import AnthropicChatContext
 from aiostream_synth._dialects.bridges.chat_reasoning import extract_reasoning
 from aiostream_synth._dialects.bridges.failures import upstream_result_failure
-from aiostream_synth._dialects.bridges.shapes import count, obj
+from aiostream_synth._dialects.bridges.shapes import count, obj, text_of
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
@@ -44,18 +44,6 @@ def _input(arguments: Any) -> dict[str, Any]:
     return {}
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
-
-
 def chat_to_anthropic_message(completion: Any, ctx: AnthropicChatContext) -> dict[str, Any]:
     """The Anthropic ``Message`` (a dict) for the upstream's chat completion."""
     data = as_json_dict(completion, InvalidResultError, _WHAT)
@@ -74,7 +62,7 @@ def chat_to_anthropic_message(completion: Any, ctx: AnthropicChatContext) -> dic
     if reason == "error":
         raise upstream_result_failure("the upstream's generation failed (finish_reason 'error')")
     reasoning, text = extract_reasoning(
-        message, _text(message.get("content")), ctx.options.think_tags
+        message, text_of(message.get("content")), ctx.options.think_tags
     )
     content: list[dict[str, Any]] = []
     if reasoning:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.shapes import elements, obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj, text_of
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
@@ -56,16 +56,6 @@ class ChatAnthropicContext:
 
     options: BridgeOptions
     model: Any = None
-
-
-def _text(content: Any, joiner: str = "") -> str:
-    if isinstance(content, str):
-        return content
-    return joiner.join(
-        str(part.get("text") or "")
-        for part in (content if isinstance(content, list) else ())
-        if isinstance(part, dict) and part.get("type") == "text"
-    )
 
 
 def _user_blocks(content: Any, index: int, removals: Removals) -> list[dict[str, Any]]:
@@ -128,14 +118,14 @@ def chat_to_anthropic_request(
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            text = _text(content, "\n\n")
+            text = text_of(content, joiner="\n\n")
             if text:
                 system.append(text)
         elif role == "user":
             _append(messages, "user", _user_blocks(content, index, report))
         elif role == "assistant":
             blocks: list[dict[str, Any]] = []
-            text = _text(content)
+            text = text_of(content)
             if text:
                 blocks.append({"type": "text", "text": text})
             for key in ("reasoning_content", "reasoning"):
@@ -170,7 +160,7 @@ def chat_to_anthropic_request(
                     {
                         "type": "tool_result",
                         "tool_use_id": str(message.get("tool_call_id")),
-                        "content": _text(content, "\n"),
+                        "content": text_of(content, joiner="\n"),
                     }
                 ],
             )

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.shapes import elements, obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj, text_of
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
@@ -44,6 +44,7 @@ _COPIED = (
     "service_tier",
     "top_logprobs",
 )
+_TEXT_OR_REFUSAL = ("text", "refusal")
 _MAPPED = frozenset(
     {
         "model",
@@ -80,18 +81,6 @@ class ChatResponsesContext:
     model: Any = None
     custom_names: set[str] = field(default_factory=set)
     include_usage: bool = False
-
-
-def _text(content: Any, joiner: str = "") -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return joiner.join(
-        str(part.get("text") or part.get("refusal") or "")
-        for part in content
-        if isinstance(part, dict) and part.get("type") in ("text", "refusal")
-    )
 
 
 def _user_parts(content: Any, index: int, removals: Removals) -> Any:
@@ -196,7 +185,13 @@ class _Items:
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            self.items.append({"type": "message", "role": role, "content": _text(content, "\n\n")})
+            self.items.append(
+                {
+                    "type": "message",
+                    "role": role,
+                    "content": text_of(content, _TEXT_OR_REFUSAL, "\n\n"),
+                }
+            )
         elif role == "user":
             self.items.append(
                 {
@@ -214,12 +209,22 @@ class _Items:
                 if call_id in self.custom_calls
                 else "function_call_output"
             )
-            self.items.append({"type": kind, "call_id": call_id, "output": _text(content, "\n")})
+            self.items.append(
+                {
+                    "type": kind,
+                    "call_id": call_id,
+                    "output": text_of(content, _TEXT_OR_REFUSAL, "\n"),
+                }
+            )
         elif role == "function":
             call_id = self.legacy_call or _digest(message)
             self.legacy_call = None
             self.items.append(
-                {"type": "function_call_output", "call_id": call_id, "output": _text(content, "\n")}
+                {
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": text_of(content, _TEXT_OR_REFUSAL, "\n"),
+                }
             )
         else:
             self.removals.add(
@@ -227,7 +232,7 @@ class _Items:
             )
 
     def _assistant(self, message: dict[str, Any], index: int) -> None:
-        text = _text(message.get("content"))
+        text = text_of(message.get("content"), _TEXT_OR_REFUSAL)
         refusal = message.get("refusal")
         if isinstance(refusal, str) and refusal:
             text = f"{text}{refusal}"
@@ -316,7 +321,7 @@ def chat_to_responses_request(
         and isinstance(messages[start], dict)
         and messages[start].get("role") in ("system", "developer")
     ):
-        leading.append(_text(messages[start].get("content"), "\n\n"))
+        leading.append(text_of(messages[start].get("content"), _TEXT_OR_REFUSAL, "\n\n"))
         start += 1
     if any(leading):
         out["instructions"] = "\n\n".join(text for text in leading if text)

@@ -21,7 +21,7 @@ import orjson
 from aiostream_synth._dialects.bridges.chat_reasoning import reasoning_fields
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
 from aiostream_synth._dialects.bridges.responses_chat.tools import LOCAL_SHELL_TOOL
-from aiostream_synth._dialects.bridges.shapes import elements, obj
+from aiostream_synth._dialects.bridges.shapes import elements, obj, text_of
 from aiostream_synth._params.removals import Removals, format_path
 from aiostream_synth._wire.errors import BridgeError
 
@@ -56,20 +56,6 @@ _HOSTED_RECORDS = frozenset(
     }
 )
 _IMAGE_DETAILS = frozenset({"low", "high", "auto"})
-
-
-def _text_parts(content: Any, joiner: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if isinstance(part, dict):
-            text = part.get("text") if part.get("type") != "refusal" else part.get("refusal")
-            if isinstance(text, str):
-                texts.append(text)
-    return joiner.join(texts)
 
 
 def _digest(prefix: str, value: Any) -> str:
@@ -355,7 +341,7 @@ class _Assembler:
                         f"{part.get('type')!r} part in a {item.get('role')} message: chat "
                         "system messages carry text only",
                     )
-        return _text_parts(content, joiner)
+        return text_of(content, None, joiner)
 
     def _orphan(self, item: dict[str, Any], index: int) -> None:
         key = self._output_key(item)
@@ -392,7 +378,7 @@ class _Assembler:
                 )
             if kind in (None, "message") and isinstance(role, str):
                 if role == "assistant":
-                    text = _text_parts(item.get("content"), "")
+                    text = text_of(item.get("content"), None)
                     if text:
                         self.block.texts.append(text)
                     conversation_started = True

@@ -22,7 +22,7 @@ from aiostream_synth._dialects.bridges.chat_reasoning import extract_reasoning
 from aiostream_synth._dialects.bridges.failures import upstream_result_failure
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
 from aiostream_synth._dialects.bridges.responses_chat.tools import LOCAL_SHELL_TOOL
-from aiostream_synth._dialects.bridges.shapes import count, obj
+from aiostream_synth._dialects.bridges.shapes import count, obj, text_of
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
@@ -35,18 +35,6 @@ _COMPLETED_REASONS = frozenset(
     {"stop", "tool_calls", "function_call", "eos", "end_turn", "stop_sequence", None}
 )
 _UNWRAP_KEYS = ("input", "patch", "content", "text")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "output_text")
-        )
-    return ""
 
 
 def _arguments(value: Any) -> str:
@@ -371,7 +359,9 @@ def chat_to_response(completion: Any, ctx: ResponsesChatContext) -> dict[str, An
         raise upstream_result_failure("the upstream's generation failed (finish_reason 'error')")
     message = choice["message"]
     options = ctx.options
-    reasoning, text = extract_reasoning(message, _text(message.get("content")), options.think_tags)
+    reasoning, text = extract_reasoning(
+        message, text_of(message.get("content"), ("text", "output_text")), options.think_tags
+    )
     status, incomplete = _status(reason, ctx)
     output: list[dict[str, Any]] = []
     if reasoning:
