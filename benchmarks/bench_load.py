@@ -146,22 +146,28 @@ def _pin(cores: set[int]) -> None:
 # -- servers ----------------------------------------------------------------------------------------
 
 
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP/1.1 request off ``reader``: its head is returned, its body read and dropped."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    await reader.readexactly(length)
+    return head
+
+
 def _floor_server(port: int, delay: float, interval: float) -> None:
     """Bare asyncio: read the request, chunked SSE, keepalive events every K, then the answer."""
     from aiostream_synth._dialects.responses.synthesis import ResponsesKeepalive, responses_frames
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                (
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                ),
-                0,
-            )
-            await reader.readexactly(length)
+            await _read_request(reader)
             start = time.monotonic()
             writer.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
@@ -205,16 +211,7 @@ def _upstream_server(port: int, delay: float) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                await reader.readexactly(length)
+                head = await _read_request(reader)
                 await asyncio.sleep(delay)
                 chat = b"/chat/completions" in head.split(b"\r\n", 1)[0]
                 stamped = {"completed_at": time.time()}

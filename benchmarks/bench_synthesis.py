@@ -202,13 +202,13 @@ def _bridge(budget: float) -> list[dict[str, Any]]:
             "ratio": result_cost / result_floor,
         },
     ]
-    print("\n| conversion | floor µs | conversion µs | ratio | prepare + convert from bytes µs | ratio |")
+    print(
+        "\n| conversion | floor µs | conversion µs | ratio | prepare + convert from bytes µs | ratio |"
+    )
     print("|---|---|---|---|---|---|")
     for row in rows:
         whole_cells = (
-            f"{row['whole_us']:.1f} | {row['whole_ratio']:.2f}x"
-            if "whole_us" in row
-            else "- | -"
+            f"{row['whole_us']:.1f} | {row['whole_ratio']:.2f}x" if "whole_us" in row else "- | -"
         )
         print(
             f"| {row['conversion']} | {row['floor_us']:.1f} ({row['floor']}) | {row['us']:.1f} "
