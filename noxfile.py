@@ -83,7 +83,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python="3.11", default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (not part of the test run): ratios to a floor measured in the same run."""
-    session.install(".[starlette,proxy]", *_group("bench"))
+    session.install(".[starlette,proxy,granian]", *_group("bench"))
     bench = ROOT / "benchmarks"
     session.run("python", str(bench / "bench_synthesis.py"), "--budget", "0.5")
     session.run("python", str(bench / "bench_engine.py"), "--quick")
