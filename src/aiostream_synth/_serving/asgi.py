@@ -398,9 +398,12 @@ async def _write_in_timeout(
     """The writing inside an ``asyncio.timeout`` that a disconnect expires; returns the watcher
     (done: it never outlives the response)."""
     timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
-    watcher_task = loop.create_task(
-        _watch_disconnect(receive, lambda: timeout.reschedule(loop.time()))
-    )
+
+    def expire() -> None:
+        with contextlib.suppress(RuntimeError):  # the writing is over already: nothing to stop
+            timeout.reschedule(loop.time())
+
+    watcher_task = loop.create_task(_watch_disconnect(receive, expire))
     try:
         async with timeout:
             await _respond(stream, send, headers)
