@@ -520,3 +520,29 @@ def test_what_the_bridge_drops_is_reported(bridge: tuple[str, FakeChatUpstream])
         response.read()
     metrics = httpx.get(f"{url}/metrics", timeout=10).text
     assert 'aiostream_synth_bridge_dropped_total{kind="tool",type="web_search"}' in metrics
+
+
+def test_the_readme_two_commands() -> None:
+    """README: a second ``serve`` (the embedded model) as the chat upstream of
+    ``serve --upstream-api chat``: a Responses client streams reasoning, text and a custom
+    tool call through the bridge."""
+    with (
+        serve_cli() as (_, upstream),
+        serve_cli(
+            "--upstream", f"{upstream}/v1", "--upstream-api", "chat", "--keepalive-s", "0.2"
+        ) as (_, url),
+        _client(url) as client,
+    ):
+        with client.responses.stream(
+            model="aiostream-synth-echo", input="Hello bridge [reasoning] [delay:0.5]"
+        ) as stream:
+            final = stream.get_final_response()
+        assert [item.type for item in final.output] == ["reasoning", "message"]
+        assert final.output_text == "Hello bridge"
+        tools: Any = [APPLY_PATCH]
+        answer = client.responses.create(
+            model="m", input="patch [tool:apply_patch *** Begin Patch]", tools=tools
+        )
+        (call,) = answer.output
+        assert call.type == "custom_tool_call"
+        assert call.input == "*** Begin Patch"

@@ -218,14 +218,12 @@ def backend_call(
         return functools.partial(
             backend, BackendCall(prepared.dialect, prepared.params, prepared.stream, headers)
         )
+    upstream_call = BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
 
     async def call() -> Any:
         if bridged.local_result is not None:
             return bridged.local_result
-        result = await backend(
-            BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
-        )
-        return bridged.convert(result)
+        return bridged.convert(await backend(upstream_call))
 
     return call
 
@@ -507,13 +505,9 @@ async def handle_request(
             send, answer.status_code, answer.body, _header_pairs({**extra, **answer.headers})
         )
         return
-    await stream_to_asgi(
-        open_stream(spec, prepared, backend, settings, headers, task_group, coalescer),
-        receive,
-        send,
-        shutdown=shutdown,
-        headers=_header_pairs(extra),
-    )
+    stream = open_stream(spec, prepared, backend, settings, headers, task_group, coalescer)
+    del prepared  # the stream holds what it needs; the client's body is not kept for minutes
+    await stream_to_asgi(stream, receive, send, shutdown=shutdown, headers=_header_pairs(extra))
 
 
 async def answer_locally(

@@ -11,7 +11,10 @@ import hashlib
 import re
 from collections.abc import Collection, Mapping
 
-__all__ = ["NameTable", "alias_name"]
+__all__ = ["NO_NAMES", "NameTable", "alias_name"]
+
+#: One shared empty set of names for frozen tables (``frozenset(())`` allocates a new one).
+NO_NAMES: frozenset[str] = frozenset()
 
 _VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _INVALID_CHAR = re.compile(r"[^A-Za-z0-9_-]")
@@ -39,8 +42,14 @@ class NameTable:
         #: alias sent upstream -> original (flat) name, for names that needed one
         self.aliases: dict[str, str] = {}
         #: every name sent upstream
-        self.declared: set[str] = set()
+        self.declared: set[str] | frozenset[str] = set()
         self._by_original: dict[str, str] = {}
+
+    def freeze(self) -> None:
+        """Done declaring: keep only what reading answers back needs, compactly (a bridged
+        stream holds its table for the whole turn)."""
+        self.declared = frozenset(self.declared) if self.declared else NO_NAMES
+        self._by_original = {k: v for k, v in self._by_original.items() if k != v}
 
     def upstream(self, original: str, *, sanitize: bool = True) -> tuple[str, bool]:
         """The name to send for ``original`` and whether it collided with another's alias
@@ -48,6 +57,7 @@ class NameTable:
         known = self._by_original.get(original)
         if known is not None:
             return known, False
+        assert isinstance(self.declared, set), "the table is frozen"
         alias = alias_name(original) if sanitize else original
         collided = False
         if alias != original or alias in self.declared:
@@ -66,7 +76,10 @@ class NameTable:
     def reference(self, original: str) -> str:
         """The upstream name of a tool referenced (a replayed call, a forced ``tool_choice``):
         its declared alias, or the alias it would get."""
-        return self._by_original.get(original) or alias_name(original)
+        known = self._by_original.get(original)
+        if known is not None:
+            return known
+        return original if original in self.declared else alias_name(original)
 
     def original(self, name: str, namespaced: Mapping[str, object] | Collection[str]) -> str:
         """The client's (flat) name for a name the upstream answered with (§2.4): an alias's

@@ -8,7 +8,6 @@ on a Responses upstream: Anthropic -> chat -> Responses, and back).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from aiostream_synth._dialects.base import Bridge, DialectSpec
@@ -105,7 +104,7 @@ def prepare_bridged(
         body if stream else {**body, "stream": True}, sanitize=sanitize, params_model=None
     )
     bridged = bridge.open(dataclasses.replace(prepared, body=body), options)
-    echo: Mapping[str, Any] = {**prepared.echo, **bridged.echo}
+    echo = {**prepared.echo, **bridged.echo} if bridged.echo else prepared.echo
     return dataclasses.replace(
-        prepared, stream=stream, body=body, bridged=bridged, ns_map={}, echo=dict(echo)
+        prepared, stream=stream, body=body, bridged=bridged, ns_map={}, echo=echo
     )

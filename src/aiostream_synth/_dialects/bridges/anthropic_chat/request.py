@@ -400,6 +400,7 @@ def anthropic_to_chat(
             report.add((key,), "not sent to the chat upstream", benign=key in _QUIET)
     chat["stream"] = False
     chat.update(options.upstream_extra_body)
+    ctx.names.freeze()
     if removals is None:
         report.log(LOG, "anthropic request bridged to chat")
     return chat, ctx

@@ -218,7 +218,7 @@ class _Assembler:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             call_id = _digest("call", item)
-        self.ctx.history_call_ids.add(call_id)
+        self.ctx.saw_call_id(call_id)
         name = str(item.get("name") or "")
         namespace = item.get("namespace")
         if isinstance(namespace, str) and namespace:

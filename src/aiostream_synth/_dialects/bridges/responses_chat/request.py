@@ -200,6 +200,7 @@ def responses_to_chat(
         and isinstance(body.get("max_output_tokens"), int)
         and body["max_output_tokens"] <= 16
     )
+    ctx.freeze()
     if removals is None:
         report.log(LOG, "responses request bridged to chat")
     return chat, ctx

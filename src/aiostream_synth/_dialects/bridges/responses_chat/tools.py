@@ -144,7 +144,7 @@ def chat_tools(
                 )
                 dropped.add("custom")
                 continue
-            ctx.custom_names.add(name)
+            ctx.declare_custom(name)
             upstream, _ = ctx.names.upstream(name, sanitize=options.name_sanitize)
             if options.custom_tool_strategy == "passthrough":
                 out.append(_custom_passthrough(tool, upstream))
