@@ -11,6 +11,7 @@ on OpenAI's servers: a chat backend cannot run them, so they are dropped and rep
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
@@ -20,6 +21,8 @@ from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
 __all__ = ["LOCAL_SHELL_TOOL", "chat_response_format", "chat_tool_choice", "chat_tools"]
+
+LOG = logging.getLogger("aiostream_synth.bridge")
 
 LOCAL_SHELL_TOOL = "local_shell"
 _LOCAL_SHELL_PARAMETERS = {
@@ -131,8 +134,10 @@ def chat_tools(
                 continue
             upstream, collided = ctx.names.upstream(name, sanitize=options.name_sanitize)
             if collided:
-                removals.add_cleaned(
-                    where, f"tool name {name!r} renamed {upstream!r} upstream", benign=True
+                LOG.warning(
+                    "bridge: tool %r is sent as %r: another tool's name maps to the same",
+                    name,
+                    upstream,
                 )
             out.append(_function(tool, upstream))
         elif kind == "custom" and isinstance(name, str):
@@ -152,6 +157,11 @@ def chat_tools(
                 out.append(_custom_as_function(tool, upstream, options.custom_tool_param))
         elif kind == LOCAL_SHELL_TOOL and options.local_shell == "function":
             if LOCAL_SHELL_TOOL in functions or ctx.local_shell:
+                removals.add_cleaned(
+                    where,
+                    "local_shell tool: a function named local_shell is declared already",
+                    dropped=("tool", LOCAL_SHELL_TOOL),
+                )
                 continue
             ctx.local_shell = True
             ctx.names.upstream(LOCAL_SHELL_TOOL)
