@@ -132,8 +132,11 @@ async def test_a_retry_of_a_failed_call_gets_the_same_failure_at_once(unit: floa
 
 
 @pytest.mark.parametrize("status", [429, 500, 503, 529])
-async def test_a_transient_failure_is_not_kept_for_the_retry(unit: float, status: int) -> None:
-    """A retry after a 5xx, 429 or overload may succeed: it reaches the backend again."""
+async def test_a_transient_failure_is_retried_by_a_streaming_retry(
+    unit: float, status: int
+) -> None:
+    """A streaming retry (Codex's) after a 5xx, 429 or overload may succeed: it reaches the
+    backend again."""
 
     class Transient(Exception):
         status_code = status
@@ -143,9 +146,37 @@ async def test_a_transient_failure_is_not_kept_for_the_retry(unit: float, status
         shared = Coalescer(group, window=10 * unit)
         for _ in range(2):
             with pytest.raises(Transient):
-                await shared.backend(KEY, backend)()
+                await shared.backend(KEY, backend, stream=True)()
         group.cancel_scope.cancel()
     assert backend.calls == 2
+
+
+async def test_a_transient_failure_answers_the_non_streaming_resend_of_a_stream(
+    unit: float,
+) -> None:
+    """Claude Code re-sends a streamed turn without streaming after a mid-stream error: that
+    re-send gets the same failure at once (one generation, not two); a non-streaming request
+    that failed is not re-served to its non-streaming retry."""
+
+    class Transient(Exception):
+        status_code = 500
+
+    backend = Backend(delay=unit, error=Transient("boom"))
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, window=10 * unit)
+        with pytest.raises(Transient):
+            await shared.backend(KEY, backend, stream=True)()
+        start = anyio.current_time()
+        with pytest.raises(Transient):
+            await shared.backend(KEY, backend, stream=False)()
+        assert anyio.current_time() - start < 0.5 * unit
+        assert backend.calls == 1
+        other = b"another request"
+        for _ in range(2):
+            with pytest.raises(Transient):
+                await shared.backend(other, backend, stream=False)()
+        group.cancel_scope.cancel()
+    assert backend.calls == 3
 
 
 async def test_a_delivered_answer_is_never_replayed(unit: float) -> None:

@@ -10,10 +10,12 @@ Which requests attach (``mode``):
 
 * ``"retries"`` (default): a request attaches to a call that no client is waiting on any more
   (its client left; the call lingers ``linger`` seconds for a retry before it is cancelled, or
-  finished while abandoned), or to a call that failed *deterministically* less than ``window``
-  seconds ago (a 4xx such as a template error or a context overflow: the retry gets the same
-  failure at once instead of a doomed second call; a transient failure — 5xx, 429, a timeout —
-  is forgotten at once, so the client's retry reaches the backend). A call whose client is still
+  finished while abandoned), or to a call that failed less than ``window`` seconds ago when a
+  retry would not do better: a *deterministic* failure (a 4xx such as a template error or a
+  context overflow) is served to any retry at once instead of a doomed second call; a
+  *transient* one (5xx, 429, a timeout) only to the non-streaming re-send of a streamed call —
+  Claude Code's fallback after a mid-stream error, which the failure already answered — while a
+  streaming retry (Codex's) reaches the backend again. A call whose client is still
   connected is never shared:
   RL and eval harnesses send identical requests at the same time on purpose, to sample several
   answers, and each must get its own generation.
@@ -75,11 +77,14 @@ class _SharedCall:
         "lingered",
         "result",
         "scope",
+        "stream",
         "task",
         "timer",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None, stream: bool) -> None:
+        #: Whether the request that started the call streams.
+        self.stream = stream
         self.clients = 0
         self.done = anyio.Event()
         self.result: Any = None
@@ -95,10 +100,14 @@ class _SharedCall:
         #: The call finished with no client waiting for it (its answer is kept for a retry).
         self.abandoned = False
 
-    def attachable(self, mode: CoalesceMode) -> bool:
+    def attachable(self, mode: CoalesceMode, stream: bool) -> bool:
+        """Whether a request (streaming or not) may share this call's outcome."""
         if not self.done.is_set():
             return mode == "all" or self.clients == 0
-        return self.abandoned or _deterministic(self.error)
+        if self.abandoned or _deterministic(self.error):
+            return True
+        # A transient failure answers only the non-streaming re-send of a streamed call.
+        return self.error is not None and self.stream and not stream
 
     def hold(self) -> None:
         """A client is here: no linger."""
@@ -153,20 +162,20 @@ class Coalescer:
         return len(self._calls)
 
     def backend(
-        self, key: bytes, call: Callable[[], Awaitable[Any]]
+        self, key: bytes, call: Callable[[], Awaitable[Any]], *, stream: bool = True
     ) -> Callable[[], Awaitable[Any]]:
-        """The backend function a request uses: it attaches to the call under ``key`` when it
-        may, else starts ``call`` as a new shared call."""
+        """The backend function a request (``stream``: whether it streams) uses: it attaches
+        to the call under ``key`` when it may, else starts ``call`` as a new shared call."""
         if self._mode == "off":
             return call
 
         async def join() -> Any:
             shared = self._calls.get(key)
             loop = running_asyncio_loop()
-            if shared is not None and shared.attachable(self._mode):
+            if shared is not None and shared.attachable(self._mode, stream):
                 self.attached += 1
             else:
-                shared = _SharedCall(loop)
+                shared = _SharedCall(loop, stream)
                 self._calls[key] = shared
                 shared.task = self._group.start_soon(self._run, key, shared, call)
             return await self._wait(shared, loop)
@@ -221,9 +230,9 @@ class Coalescer:
             shared.abandoned = shared.clients == 0
             shared.done.set()
         cancelled = shared.cancelled_by_linger
-        if not cancelled and (_deterministic(shared.error) or shared.abandoned):
-            # Remembered for a retry: a failure a retry would repeat, or a result nobody was
-            # waiting for any more.
+        if not cancelled and (shared.error is not None or shared.abandoned):
+            # Remembered for a retry: a failure (served as ``attachable`` says), or a result
+            # nobody was waiting for any more.
             await anyio.sleep(self._window)
         self._forget(key, shared)
 

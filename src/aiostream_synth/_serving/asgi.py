@@ -205,7 +205,7 @@ def _backend_for(
     if coalescer is None:
         return call
     key = coalesce_key(spec.name, spec.coalesce_key(dict(prepared.body)), headers)
-    return coalescer.backend(key, call)
+    return coalescer.backend(key, call, stream=prepared.stream)
 
 
 def backend_call(
