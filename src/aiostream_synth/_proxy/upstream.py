@@ -44,13 +44,18 @@ SHARD_SIZE = 64
 
 
 class _Shard:
-    """One client and how many calls it carries now."""
+    """One client, how many calls it may carry at once and how many it carries now."""
 
-    __slots__ = ("client", "in_flight")
+    __slots__ = ("capacity", "client", "in_flight")
 
-    def __init__(self, client: openai.AsyncOpenAI) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, capacity: int) -> None:
         self.client = client
+        self.capacity = capacity
         self.in_flight = 0
+
+    @property
+    def room(self) -> int:
+        return self.capacity - self.in_flight
 
 
 class UpstreamBackend:
@@ -85,7 +90,7 @@ class UpstreamBackend:
         # blocked event loop each time a shard is added in the middle of a burst).
         self._ssl: Any = httpx2.create_ssl_context() if http_client is None else None
         self._shards: list[_Shard] = []
-        self._shard_limits: list[int | None] = []
+        self._shard_limits: list[int] = []
         if max_connections is None:
             self._max_shards: int | None = None
         else:  # the cap split over shards of SHARD_SIZE (the last one holds the rest)
@@ -93,7 +98,7 @@ class UpstreamBackend:
             self._shard_limits = [
                 min(SHARD_SIZE, max_connections - k * SHARD_SIZE) for k in range(self._max_shards)
             ]
-        self._shards.append(_Shard(self._new_client(http_client)))
+        self._shards.append(_Shard(self._new_client(http_client), self._capacity()))
         #: The first shard's client (``models()`` and headers use it).
         self.client = self._shards[0].client
 
@@ -107,16 +112,20 @@ class UpstreamBackend:
             http_client = openai.DefaultAsyncHttpxClient(limits=limits, verify=self._ssl)
         return openai.AsyncOpenAI(**self._options, http_client=http_client)
 
+    def _capacity(self) -> int:
+        """The next shard's share of the cap (SHARD_SIZE without one)."""
+        return self._shard_limits[len(self._shards)] if self._shard_limits else SHARD_SIZE
+
     def _shard(self) -> _Shard:
-        """The least busy shard, or a new one when all carry SHARD_SIZE calls (and the cap,
-        if any, allows another)."""
-        shard = min(self._shards, key=lambda s: s.in_flight)
+        """The shard with the most room, or a new one when all are full (and the cap, if any,
+        allows another); with every shard full, the least loaded one queues the call."""
+        shard = max(self._shards, key=lambda s: s.room)
         if (
-            shard.in_flight >= SHARD_SIZE
+            shard.room <= 0
             and self._growable
             and (self._max_shards is None or len(self._shards) < self._max_shards)
         ):
-            shard = _Shard(self._new_client())
+            shard = _Shard(self._new_client(), self._capacity())
             self._shards.append(shard)
         return shard
 
