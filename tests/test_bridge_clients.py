@@ -229,30 +229,50 @@ def test_every_event_validates_and_custom_calls_stream_as_custom(
 
 # -- openai-node -------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["responses", "responses-create"])
-@pytest.mark.parametrize("case", ["reasoning", "namespaced tool call"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_node_through_the_bridge(
     bridge: tuple[str, FakeChatUpstream], mode: str, case: str
 ) -> None:
+    """openai-node's responses.stream().finalResponse() and responses.create({stream: true})."""
     url, _ = bridge
     model, tools = CASES[case]
     result = _node(f"{url}/v1", mode, "hi", tools, model=model)
     assert result["ok"], result
     output = result["final"]["output"]
-    if case == "reasoning":
-        assert [i["type"] for i in output] == ["reasoning", "message"]
+    kinds = [item["type"] for item in output]
+    if case in ("reasoning", "think tags"):
+        assert kinds == ["reasoning", "message"]
         assert output[0]["summary"][0]["text"] == REASONING
-    else:
+    elif case == "tool call":
+        assert [(i["type"], i["name"]) for i in output] == [("function_call", "lookup")]
+    elif case == "namespaced tool call":
         assert (output[0]["name"], output[0]["namespace"]) == ("spawn_agent", "multi_agent_v1")
+    elif case == "refusal":
+        assert output[0]["content"][0]["type"] == "refusal"
+    else:
+        assert output[0]["content"][0]["text"] == ANSWER
     if mode == "responses-create":
         assert result["final"]["eventTypes"][-1] == "response.completed"
 
 
-def test_node_sees_the_failure(bridge: tuple[str, FakeChatUpstream]) -> None:
-    """openai-node raises on the stream's ``error`` event, with the upstream's message."""
+def test_node_sees_length_as_incomplete(bridge: tuple[str, FakeChatUpstream]) -> None:
     url, _ = bridge
-    result = _node(f"{url}/v1", "responses-create", "hi", model="slow-0.6-error-400")
-    assert not result["ok"]
-    assert "Unexpected message role" in result["error"]
+    result = _node(f"{url}/v1", "responses-create", "hi", model="length")
+    assert result["ok"], result
+    assert result["final"]["eventTypes"][-1] == "response.incomplete"
+    assert result["final"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_node_sees_the_failure(bridge: tuple[str, FakeChatUpstream]) -> None:
+    """An upstream 400 after commit: openai-node's stream ends with ``response.failed`` carrying
+    ``invalid_prompt`` and the upstream's message (its own model name: an identical request
+    that failed moments ago would get the remembered failure before commit instead)."""
+    url, _ = bridge
+    result = _node(f"{url}/v1", "responses-create", "hi", model="slow-0.6-error-400-node")
+    assert result["ok"], result
+    assert result["final"]["eventTypes"][-1] == "response.failed"
+    assert result["final"]["error"]["code"] == "invalid_prompt"
+    assert "Unexpected message role" in result["final"]["error"]["message"]
 
 
 # -- the Codex CLI -----------------------------------------------------------------------------
