@@ -1,10 +1,14 @@
-"""OpenAI's error shape, shared by the two OpenAI dialects (Chat Completions, Responses)."""
+"""What the two OpenAI dialects (Chat Completions, Responses) share as HTTP APIs: the error
+shape, and the spec methods that do not depend on the dialect."""
 
 from __future__ import annotations
 
-from aiostream_synth._dialects.base import ErrorResponse
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-__all__ = ["openai_error"]
+from aiostream_synth._dialects.base import ErrorResponse, LocalRoute
+
+__all__ = ["OpenAISpecBase", "openai_error"]
 
 
 def openai_error(
@@ -19,3 +23,32 @@ def openai_error(
     kind = type or ("server_error" if status_code >= 500 else "invalid_request_error")
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return ErrorResponse(status_code, body)
+
+
+class OpenAISpecBase:
+    """The parts of :class:`~aiostream_synth._dialects.base.DialectSpec` both OpenAI dialects
+    implement alike; a subclass names the body fields that do not identify a generation."""
+
+    #: Body fields a retry may change and still want the same answer (``stream``, the limit).
+    not_identifying: ClassVar[tuple[str, ...]] = ()
+    local_routes: Mapping[str, LocalRoute] = {}
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        return openai_error(status_code, message, code=code, param=param, type=type)
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k not in self.not_identifying}
+
+    def warm_up(self) -> None:
+        """Nothing: the OpenAI params models are built at import."""
+
+    def response_headers(self) -> Mapping[str, str]:
+        return {}

@@ -316,6 +316,13 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
+async def _send_answer(send: Send, answer: ErrorResponse, extra: Mapping[str, str]) -> None:
+    """A JSON answer in a dialect's shape, with ``extra`` headers under its own."""
+    await send_json(
+        send, answer.status_code, answer.body, _header_pairs({**extra, **answer.headers})
+    )
+
+
 async def _watch_disconnect(receive: Receive, cancel: Callable[[], object]) -> None:
     """Call ``cancel`` when the client disconnects, or when ``receive`` fails (not when this
     watcher is cancelled itself: the response is over then, and a cancel costs a task repr)."""
@@ -491,9 +498,7 @@ async def handle_request(
         prepared = prepare(spec, await read_body(receive, settings.max_body_bytes), settings)
     except RequestError as exc:
         error = dialect_error(spec, exc)
-        await send_json(
-            send, error.status_code, error.body, _header_pairs({**extra, **error.headers})
-        )
+        await _send_answer(send, error, extra)
         return
     except ClientGone:
         return
@@ -501,9 +506,7 @@ async def handle_request(
     extra[name.decode()] = value.decode()
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
-        await send_json(
-            send, answer.status_code, answer.body, _header_pairs({**extra, **answer.headers})
-        )
+        await _send_answer(send, answer, extra)
         return
     stream = open_stream(spec, prepared, backend, settings, headers, task_group, coalescer)
     del prepared  # the stream holds what it needs; the client's body is not kept for minutes
@@ -519,9 +522,7 @@ async def answer_locally(
         body = parse_json_body(await read_body(receive, settings.max_body_bytes))
     except RequestError as exc:
         error = dialect_error(spec, exc)
-        await send_json(
-            send, error.status_code, error.body, _header_pairs({**extra, **error.headers})
-        )
+        await _send_answer(send, error, extra)
         return
     except ClientGone:
         return

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
+from aiostream_synth._dialects.base import DialectSettings, Outcome
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body,
     validate_streaming_chat_params,
 )
 from aiostream_synth._dialects.chat.stream import ChatDialect
-from aiostream_synth._dialects.openai_errors import openai_error
+from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._params.models import params_dict
 from aiostream_synth._params.removals import Removals
@@ -22,11 +21,11 @@ from aiostream_synth._wire.sse import DONE_FRAME, KEEPALIVE_COMMENT
 
 __all__ = ["CHAT"]
 
-_NOT_IDENTIFYING = ("stream", "stream_options", "max_tokens", "max_completion_tokens")
 
-
-class ChatSpec:
+class ChatSpec(OpenAISpecBase):
     """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
+
+    not_identifying = ("stream", "stream_options", "max_tokens", "max_completion_tokens")
 
     name: str = "chat"
     paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
@@ -74,28 +73,6 @@ class ChatSpec:
             keepalive=settings.chat_keepalive,
             emit_reasoning_alias=settings.emit_reasoning_alias,
         )
-
-    def error_response(
-        self,
-        status_code: int,
-        message: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        type: str | None = None,
-    ) -> ErrorResponse:
-        return openai_error(status_code, message, code=code, param=param, type=type)
-
-    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
-
-    local_routes: Mapping[str, LocalRoute] = {}
-
-    def warm_up(self) -> None:
-        """Nothing: the OpenAI params models are built at import."""
-
-    def response_headers(self) -> Mapping[str, str]:
-        return {}
 
     def is_keepalive(self, body: bytes) -> bool:
         return body == KEEPALIVE_COMMENT

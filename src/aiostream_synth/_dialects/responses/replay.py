@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["normalize_replay_item", "normalize_replay_items"]
+__all__ = ["normalize_replay_item", "normalize_replay_items", "with_annotations"]
 
 _ID_HEX = 32
 
@@ -38,20 +38,28 @@ def _digest_id(prefix: str, value: Any) -> str:
     return f"{prefix}_{hashlib.sha1(canonical, usedforsecurity=False).hexdigest()[:_ID_HEX]}"
 
 
-def _assistant_message(item: dict[str, Any]) -> dict[str, Any]:
-    content = item.get("content")
-    if not isinstance(content, list):
-        return item  # string content is an EasyInputMessage: nothing is missing
-    parts = content
-    for k, part in enumerate(content):
+def with_annotations(parts: list[Any]) -> list[Any]:
+    """``parts`` with ``annotations: []`` on output text that lacks it (the SDK's types require
+    the key, in a replayed input item and in an output item alike); ``parts`` itself when no
+    part lacks it."""
+    out = parts
+    for c, part in enumerate(parts):
         if (
             isinstance(part, dict)
             and part.get("type") == "output_text"
             and "annotations" not in part
         ):
-            if parts is content:
-                parts = list(content)
-            parts[k] = {**part, "annotations": []}
+            if out is parts:
+                out = list(parts)
+            out[c] = {**part, "annotations": []}
+    return out
+
+
+def _assistant_message(item: dict[str, Any]) -> dict[str, Any]:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return item  # string content is an EasyInputMessage: nothing is missing
+    parts = with_annotations(content)
     if parts is content and "status" in item and "id" in item and "type" in item:
         return item
     fixed = dict(item)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
-from aiostream_synth._dialects.openai_errors import openai_error
+from aiostream_synth._dialects.base import DialectSettings, Outcome
+from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._dialects.responses.sanitize import (
     sanitize_streaming_responses_body,
@@ -38,11 +37,12 @@ _ECHO = (
     "service_tier",
     "prompt_cache_key",
 )
-_NOT_IDENTIFYING = ("stream", "stream_options", "max_output_tokens")
 
 
-class ResponsesSpec:
+class ResponsesSpec(OpenAISpecBase):
     """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
+
+    not_identifying = ("stream", "stream_options", "max_output_tokens")
 
     name: str = "responses"
     paths: tuple[str, ...] = ("/v1/responses", "/responses")
@@ -98,28 +98,6 @@ class ResponsesSpec:
             base=prepared.echo,
             keepalive=settings.responses_keepalive,
         )
-
-    def error_response(
-        self,
-        status_code: int,
-        message: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        type: str | None = None,
-    ) -> ErrorResponse:
-        return openai_error(status_code, message, code=code, param=param, type=type)
-
-    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
-
-    local_routes: Mapping[str, LocalRoute] = {}
-
-    def warm_up(self) -> None:
-        """Nothing: the OpenAI params models are built at import."""
-
-    def response_headers(self) -> Mapping[str, str]:
-        return {}
 
     def is_keepalive(self, body: bytes) -> bool:
         """A comment, or ``created`` / ``in_progress`` events (one write may hold two)."""

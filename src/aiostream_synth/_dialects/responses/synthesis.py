@@ -50,6 +50,7 @@ from aiostream_synth._dialects.responses.namespaces import (
     NamespaceMap,
     restore_namespace_tool_calls,
 )
+from aiostream_synth._dialects.responses.replay import with_annotations
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
@@ -332,7 +333,7 @@ def _output_items(
                 fixed["status"] = "incomplete" if status == "incomplete" else "completed"
             content = item.get("content")
             if isinstance(content, list):
-                parts = _annotated(content)
+                parts = with_annotations(content)
                 if parts is not content:
                     fixed = fixed or dict(item)
                     fixed["content"] = parts
@@ -343,21 +344,6 @@ def _output_items(
             if out is items:
                 out = list(items)
             out[k] = fixed
-    return out
-
-
-def _annotated(parts: list[Any]) -> list[Any]:
-    """``parts`` with ``annotations: []`` on output text that lacks it (itself if none does)."""
-    out = parts
-    for c, part in enumerate(parts):
-        if (
-            isinstance(part, dict)
-            and part.get("type") == "output_text"
-            and "annotations" not in part
-        ):
-            if out is parts:
-                out = list(parts)
-            out[c] = {**part, "annotations": []}
     return out
 
 
