@@ -31,6 +31,7 @@ from aiostream_synth import (
     prepare_request,
     responses_to_chat,
 )
+from aiostream_synth._params.removals import Removals
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 CHAT_PARAMS: TypeAdapter[Any] = TypeAdapter(CompletionCreateParamsNonStreaming)
@@ -1257,3 +1258,58 @@ def test_chat_client_on_an_anthropic_upstream() -> None:
     assert choice["finish_reason"] == "tool_calls"
     assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == {"a": 2}
     assert converted["usage"]["prompt_tokens"] == 6
+
+
+def test_what_the_bridges_cannot_carry_is_reported() -> None:
+    """P10 across the bridges: a function tool's output_schema, the opaque part of a replayed
+    reasoning item, a non-text part of an assistant message, a chat participant's name: each
+    is left out with a removal naming its path in the client's body; an assistant refusal
+    replayed to an Anthropic upstream stays as text."""
+    prepared = bridged(
+        {
+            "input": [
+                {"role": "user", "content": "go"},
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "R"}],
+                    "encrypted_content": "gAAAA-opaque",
+                },
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "A"}],
+                },
+                {"role": "user", "content": "again"},
+            ],
+            "tools": [{**EXEC, "output_schema": {"type": "object"}}],
+        }
+    )
+    removed = {r.path: r for r in prepared.removals}
+    assert "tools[0].output_schema" in removed
+    assert removed["input[1].encrypted_content"].benign
+    messages = prepared.bridged.params["messages"]  # type: ignore[union-attr]
+    assert messages[1] == {"role": "assistant", "content": "A", "reasoning_content": "R"}
+    # The pure function takes bodies no validator has seen: an image in an assistant message.
+    image = {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"}
+    report = Removals()
+    responses_to_chat(
+        {
+            "model": "m",
+            "input": [{"role": "assistant", "content": [image]}, {"role": "user", "content": "x"}],
+        },
+        removals=report,
+    )
+    assert report.paths == ["input[0].content[0]"]
+    for upstream in ("responses", "anthropic"):
+        chat = chat_bridged(
+            {
+                "messages": [
+                    {"role": "user", "content": "hi", "name": "alice"},
+                    {"role": "assistant", "content": None, "refusal": "No."},
+                    {"role": "user", "content": "please"},
+                ]
+            },
+            upstream,
+        )
+        assert "messages[0].name" in chat.removals.paths
+        assert "No." in json.dumps(chat.bridged.params)  # type: ignore[union-attr]

@@ -117,6 +117,8 @@ def chat_to_anthropic_request(
             continue
         role = message.get("role")
         content = message.get("content")
+        if message.get("name"):
+            report.add(("messages", index, "name"), "participant name: no Anthropic field")
         if role in ("system", "developer"):
             text = text_of(content, joiner="\n\n")
             if text:
@@ -125,7 +127,8 @@ def chat_to_anthropic_request(
             _append(messages, "user", _user_blocks(content, index, report))
         elif role == "assistant":
             blocks: list[dict[str, Any]] = []
-            text = text_of(content)
+            refusal = message.get("refusal")
+            text = text_of(content) + (refusal if isinstance(refusal, str) else "")
             if text:
                 blocks.append({"type": "text", "text": text})
             for key in ("reasoning_content", "reasoning"):

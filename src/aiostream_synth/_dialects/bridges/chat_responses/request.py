@@ -184,6 +184,8 @@ class _Items:
             return
         role = message.get("role")
         content = message.get("content")
+        if message.get("name"):
+            self.removals.add(("messages", index, "name"), "participant name: no Responses field")
         if role in ("system", "developer"):
             self.items.append(
                 {

@@ -56,6 +56,7 @@ _HOSTED_RECORDS = frozenset(
     }
 )
 _IMAGE_DETAILS = frozenset({"low", "high", "auto"})
+_TEXT_KINDS = frozenset({"input_text", "text", "output_text", "refusal"})
 
 
 def _digest(prefix: str, value: Any) -> str:
@@ -327,21 +328,21 @@ class _Assembler:
             extra.extend(media)
         self.messages.extend(extra)
 
-    def _system_text(self, item: dict[str, Any], index: int, joiner: str) -> str:
+    def _report_non_text(self, item: dict[str, Any], index: int) -> None:
+        """Report the parts of a system / developer / assistant message that are not text
+        (a chat message of those roles carries text only)."""
         content = item.get("content")
-        if isinstance(content, list):
-            for k, part in enumerate(content):
-                if isinstance(part, dict) and part.get("type") not in (
-                    "input_text",
-                    "text",
-                    "output_text",
-                ):
-                    self.removals.add(
-                        (*self.removals.original_path(("input", index)), "content", k),
-                        f"{part.get('type')!r} part in a {item.get('role')} message: chat "
-                        "system messages carry text only",
-                    )
-        return text_of(content, None, joiner)
+        for k, part in enumerate(elements(content)):
+            if isinstance(part, dict) and part.get("type") not in _TEXT_KINDS:
+                self.removals.add(
+                    (*self.removals.original_path(("input", index)), "content", k),
+                    f"{part.get('type')!r} part in a {item.get('role')} message: chat "
+                    f"{item.get('role')} messages carry text only",
+                )
+
+    def _system_text(self, item: dict[str, Any], index: int, joiner: str) -> str:
+        self._report_non_text(item, index)
+        return text_of(item.get("content"), None, joiner)
 
     def _orphan(self, item: dict[str, Any], index: int) -> None:
         key = self._output_key(item)
@@ -381,6 +382,7 @@ class _Assembler:
                     text = text_of(item.get("content"), None)
                     if text:
                         self.block.texts.append(text)
+                    self._report_non_text(item, index)
                     conversation_started = True
                     continue
                 if role in _SYSTEM_ROLES:
@@ -398,6 +400,12 @@ class _Assembler:
                 text = _reasoning_text(item)
                 if text:
                     self.block.reasoning.append(text)
+                if item.get("encrypted_content"):
+                    self.removals.add(
+                        (*self.removals.original_path(("input", index)), "encrypted_content"),
+                        "opaque reasoning: only its readable text reaches a chat upstream",
+                        benign=True,
+                    )
             elif kind in _CALLS:
                 self._call(item, index)
             elif kind in _OUTPUTS:

@@ -35,6 +35,8 @@ _LOCAL_SHELL_PARAMETERS = {
     "required": ["command"],
 }
 _EMPTY_OBJECT = {"type": "object", "properties": {}}
+#: Function tool fields a chat tool cannot carry (reported when set).
+_FUNCTION_ONLY_HERE = ("output_schema", "allowed_callers", "defer_loading")
 _WEB_SEARCH = frozenset({"web_search", "web_search_2025_08_26", "web_search_preview"})
 _WEB_SEARCH_OPTIONS = ("search_context_size", "user_location")
 
@@ -139,6 +141,9 @@ def chat_tools(
                     name,
                     upstream,
                 )
+            for key in _FUNCTION_ONLY_HERE:
+                if tool.get(key) not in (None, False, [], {}):
+                    removals.add_cleaned((*where, key), f"{key}: no chat equivalent")
             out.append(_function(tool, upstream))
         elif kind == "custom" and isinstance(name, str):
             if options.custom_tool_strategy == "drop":
