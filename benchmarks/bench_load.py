@@ -270,13 +270,9 @@ def start_server(kind: str, port: int, delay: float, interval: float) -> subproc
             str(port),
             "--keepalive-s",
             str(interval),
-            "--log-level",
-            "error",
             "--workers",
             workers,
-            "--timeout",
-            "0",
-        ]
+        ]  # otherwise serve's defaults: INFO logging (to the discarded stderr), 1800 s deadline
         if kind == "proxy-trio":
             command += ["--loop", "trio"]
         if kind == "proxy-granian":

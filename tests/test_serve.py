@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pathlib
 import signal
@@ -320,7 +321,7 @@ def test_every_server_listens_with_a_deep_accept_queue(
     monkeypatch.setattr(hypercorn.asyncio, "serve", hypercorn_serve)
     monkeypatch.setattr(hypercorn.trio, "serve", hypercorn_serve)
     # not under test here, and a frozen heap would hide referrers from the rest of the session
-    monkeypatch.setattr(_serve, "_freeze_startup_heap", lambda: None)
+    monkeypatch.setattr(_serve, "_tune_garbage_collector", lambda: None)
     _serve._serve_one(ProxyConfig(server=server, loop=loop))
     assert backlogs == [4096]
 
@@ -346,3 +347,21 @@ def test_serve_lifts_and_reports_the_open_files_limit(
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     if hard != resource.RLIM_INFINITY:
         assert f"open-files limit {hard}: room for about {hard // 2} streams" in caplog.text
+
+
+def test_serve_freezes_the_startup_heap_and_spaces_full_collections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiostream_synth._proxy import serve as _serve
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    before = gc.get_threshold()
+    try:
+        _serve._tune_garbage_collector()
+        assert gc.get_threshold() == (before[0], before[1], _serve.FULL_COLLECTION_EVERY)
+    finally:
+        gc.set_threshold(*before)
+    assert calls == ["collect", "freeze"]  # collected first: no garbage is frozen
+    assert _serve.FULL_COLLECTION_EVERY > before[2]

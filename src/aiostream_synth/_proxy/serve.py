@@ -191,20 +191,36 @@ def _warm_up() -> None:
         spec.warm_up()
 
 
-def _freeze_startup_heap() -> None:
-    """Put everything alive once the app is built (modules, the params models and their
-    validators, the app) beyond the garbage collector's reach. None of it ever becomes garbage,
-    and a full collection would otherwise walk all of it whenever one runs, typically in the
-    middle of a burst of finishing streams. Measured on the proxy, 5,000 streams finishing
-    together: terminal lateness p50 0.19 -> 0.10 s, p99 0.51 -> 0.28 s."""
+#: A full collection runs at most once per this many second-generation collections (CPython's
+#: default is 10); see :func:`_tune_garbage_collector`.
+FULL_COLLECTION_EVERY = 100
+
+
+def _tune_garbage_collector() -> None:
+    """Two measured changes to CPython's collector for a server of long-lived streams.
+
+    * Everything alive once the app is built (modules, the params models and their validators,
+      the app) is frozen beyond the collector's reach: none of it ever becomes garbage, and a
+      full collection would otherwise walk all of it whenever one runs, typically in the middle
+      of a burst of finishing streams (5,000 streams finishing together: terminal lateness p50
+      0.19 -> 0.10 s, p99 0.51 -> 0.28 s).
+    * Full collections become ten times rarer. After the freeze the long-lived generation is
+      nearly empty, so while a burst of streams opens, CPython's "the old generation grew by a
+      quarter" rule lets a full collection run every ten second-generation collections, each
+      walking every stream opened so far: 5,000 requests arriving together spent about 60 µs
+      each in the collector, half of their whole cost (in process: 128 -> 74 µs per request).
+      Garbage cycles are still found, only later: the young collections are unchanged.
+    """
     gc.collect()
     gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
     app = ProxyApp(config)
     _warm_up()
-    _freeze_startup_heap()
+    _tune_garbage_collector()
     if config.server == "hypercorn" or config.loop == "trio":
         _hypercorn(app, config)
     elif config.server == "granian":
