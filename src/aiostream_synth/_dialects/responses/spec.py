@@ -14,7 +14,7 @@ from aiostream_synth._dialects.responses.sanitize import (
     validate_streaming_responses_params,
 )
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
-from aiostream_synth._dialects.responses.synthesis import is_responses_lifecycle_chunk
+from aiostream_synth._dialects.responses.synthesis import LIFECYCLE_PREFIXES
 from aiostream_synth._params.models import params_dict
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.sse import KEEPALIVE_COMMENT
@@ -103,8 +103,15 @@ class ResponsesSpec(OpenAISpecBase):
         """A comment, or ``created`` / ``in_progress`` events (one write may hold two)."""
         if body == KEEPALIVE_COMMENT:
             return True
-        blocks = body.split(b"\n\n")[:-1]
-        return bool(blocks) and all(is_responses_lifecycle_chunk(b + b"\n\n") for b in blocks)
+        if not body.endswith(b"\n\n"):
+            return False
+        # Frame by frame in place (no split, no copies): this runs on every keepalive write.
+        start, end = 0, len(body)
+        while start < end:
+            if not body.startswith(LIFECYCLE_PREFIXES, start):
+                return False
+            start = body.index(b"\n\n", start) + 2
+        return True
 
     def outcome(self, last: bytes) -> Outcome:
         cut = last.rfind(b"\n\n", 0, -2)  # the write's last frame names the outcome
