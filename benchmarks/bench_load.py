@@ -516,12 +516,12 @@ def _fmt(value: Any, spec: str) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| server | N | completed / failed | TTFB p50 | gap p50 / p99 / max (x K) | lateness p50 / p99 | end-to-end lateness p50 / p99 | KiB per stream | CPU µs per keepalive |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | N | completed / failed | TTFB p50 | TTFB p99 | gap p50 / p99 / max (x K) | lateness p50 / p99 | end-to-end lateness p50 / p99 | KiB per stream | CPU µs per keepalive |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['server']} | {r['n']} | {r['completed']} / {r['failed']} | {_fmt(r['ttfb_p50_s'], '.3f')} s | "
+            f"| {r['server']} | {r['n']} | {r['completed']} / {r['failed']} | {_fmt(r['ttfb_p50_s'], '.3f')} s | {_fmt(r['ttfb_p99_s'], '.3f')} s | "
             f"{_fmt(r['gap_p50_k'], '.2f')} / {_fmt(r['gap_p99_k'], '.2f')} / {_fmt(r['gap_max_k'], '.2f')} | "
             f"{_fmt(r['lateness_p50_s'], '.3f')} / {_fmt(r['lateness_p99_s'], '.3f')} s | "
             f"{_fmt(r['e2e_lateness_p50_s'], '.3f')} / {_fmt(r['e2e_lateness_p99_s'], '.3f')} s | {r['kib_per_stream']:.1f} | "

@@ -242,3 +242,107 @@ async def test_an_outside_cancellation_fails_every_waiter_cleanly() -> None:
         await anyio.lowlevel.checkpoint()
     assert len(outcome) == 1
     assert isinstance(outcome[0], StreamAborted)
+
+
+class _CountingGroup:
+    """A task starter that records what is started in it."""
+
+    def __init__(self, inner: anyio.abc.TaskGroup) -> None:
+        self.inner = inner
+        self.started: list[str] = []
+
+    def start_soon(self, func: Any, *args: Any, name: Any = None) -> Any:
+        self.started.append(getattr(func, "__name__", repr(func)))
+        return self.inner.start_soon(func, *args, name=name)
+
+
+async def test_a_stream_on_a_shared_call_starts_no_task_of_its_own(unit: float) -> None:
+    """The engine starts a coalesced call (``start_call``): the shared call's task is the only
+    task, the stream is told the outcome, and the call runs once."""
+    from aiostream_synth import SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    backend = Backend(delay=unit)
+    async with anyio.create_task_group() as inner:
+        group = _CountingGroup(inner)
+        shared = Coalescer(group)
+        stream = SynthesizedStream(
+            shared.backend(KEY, _chat(backend)),
+            ChatDialect(),
+            keepalive_interval=3600,
+            task_group=group,
+        )
+        async with stream as frames:
+            body = b"".join([frame async for frame in frames])
+        shared_calls = list(group.started)
+        inner.cancel_scope.cancel()  # the remembered outcome's window
+    assert shared_calls == ["_run"]
+    assert backend.calls == 1
+    assert b'"content":"1"' in body and body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_stream_that_leaves_a_shared_call_lets_it_linger_for_a_retry(unit: float) -> None:
+    """Leaving the stream detaches it at once (no wait for the call); the call lingers, and an
+    identical request attaching within the linger gets its answer: still one call."""
+    from aiostream_synth import SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    backend = Backend(delay=3 * unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=10 * unit)
+        async with SynthesizedStream(
+            shared.backend(KEY, _chat(backend)), ChatDialect(), keepalive_interval=3600
+        ) as frames:
+            await anyio.lowlevel.checkpoint()
+            assert frames.abort("client gone")
+        retry = await shared.backend(KEY, _chat(backend))()
+        group.cancel_scope.cancel()
+    assert retry["choices"][0]["message"]["content"] == "1"
+    assert backend.calls == 1 and shared.attached == 1 and backend.cancelled_at is None
+
+
+async def test_a_stream_joining_a_remembered_failure_is_told_before_its_first_frame() -> None:
+    """A deterministic failure is remembered: the next identical stream attaches, is told the
+    failure at once, and answers it before commit (an HTTP error, no frames)."""
+    from aiostream_synth import BackendError, SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    class Invalid(Exception):
+        status_code = 400
+        message = "bad template"
+
+    backend = Backend(delay=0, error=Invalid("bad template"))
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group)
+        with pytest.raises(Invalid):
+            await shared.backend(KEY, backend)()
+        stream = SynthesizedStream(shared.backend(KEY, backend), ChatDialect())
+        with pytest.raises(BackendError) as failed:
+            async with stream as frames:
+                async for _ in frames:
+                    pass
+        group.cancel_scope.cancel()
+    assert failed.value.status_code == 400
+    assert backend.calls == 1 and shared.attached == 1
+
+
+def _chat(backend: Backend) -> Any:
+    """The backend answering a chat completion whose text is its call count."""
+
+    async def call() -> Any:
+        answer = await backend()
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": str(answer["answer"])},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+
+    return call

@@ -75,6 +75,7 @@ class _SharedCall:
         "done",
         "error",
         "lingered",
+        "listeners",
         "result",
         "scope",
         "stream",
@@ -91,6 +92,8 @@ class _SharedCall:
         self.done: asyncio.Event | anyio.Event = anyio.Event() if loop is None else asyncio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        #: The streams attached through ``start_call``, told the outcome when the call ends.
+        self.listeners: list[_Listener] = []
         #: On trio: the call's cancel scope, whose deadline is the linger once every client
         #: has left. On asyncio the linger is a loop timer cancelling ``task`` (an anyio cancel
         #: scope costs a task state per call there: about 15 µs and 1 KB).
@@ -167,22 +170,36 @@ class Coalescer:
         self, key: bytes, call: Callable[[], Awaitable[Any]], *, stream: bool = True
     ) -> Callable[[], Awaitable[Any]]:
         """The backend function a request (``stream``: whether it streams) uses: it attaches
-        to the call under ``key`` when it may, else starts ``call`` as a new shared call."""
+        to the call under ``key`` when it may, else starts ``call`` as a new shared call.
+        Awaited, it waits for the outcome; the engine instead *starts* it (``start_call``,
+        see :data:`~aiostream_synth._engine.stream.StartCall`), so that a stream waiting on a
+        shared call needs no task of its own."""
         if self._mode == "off":
             return call
+        return _Join(self, key, call, stream)
 
-        async def join() -> Any:
-            shared = self._calls.get(key)
-            loop = running_asyncio_loop()
-            if shared is not None and shared.attachable(self._mode, stream):
-                self.attached += 1
-            else:
-                shared = _SharedCall(loop, stream)
-                self._calls[key] = shared
-                shared.task = self._group.start_soon(self._run, key, shared, call)
-            return await self._wait(shared, loop)
+    def _shared_for(
+        self,
+        key: bytes,
+        call: Callable[[], Awaitable[Any]],
+        stream: bool,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> _SharedCall:
+        """The call a request attaches to: the one under ``key`` when it may, else a new one."""
+        shared = self._calls.get(key)
+        if shared is not None and shared.attachable(self._mode, stream):
+            self.attached += 1
+            return shared
+        shared = _SharedCall(loop, stream)
+        self._calls[key] = shared
+        shared.task = self._group.start_soon(self._run, key, shared, call)
+        return shared
 
-        return join
+    def _left(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> None:
+        """A client stopped waiting: the last one to leave a running call starts its linger."""
+        shared.clients -= 1
+        if shared.clients == 0 and not shared.done.is_set():
+            shared.linger(self._linger, loop)
 
     async def _wait(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> Any:
         shared.clients += 1
@@ -190,9 +207,7 @@ class Coalescer:
         try:
             await shared.done.wait()
         finally:
-            shared.clients -= 1
-            if shared.clients == 0 and not shared.done.is_set():
-                shared.linger(self._linger, loop)
+            self._left(shared, loop)
         if shared.error is not None:
             raise _copy(shared.error)
         return shared.result
@@ -231,6 +246,9 @@ class Coalescer:
                 shared.error = StreamAborted("every client left; the backend call was cancelled")
             shared.abandoned = shared.clients == 0
             shared.done.set()
+            listeners, shared.listeners = shared.listeners, []
+            for listener in listeners:
+                listener.deliver()
         cancelled = shared.cancelled_by_linger
         if not cancelled and (shared.error is not None or shared.abandoned):
             # Remembered for a retry: a failure (served as ``attachable`` says), or a result
@@ -241,6 +259,80 @@ class Coalescer:
     def _forget(self, key: bytes, shared: _SharedCall) -> None:
         if self._calls.get(key) is shared:
             del self._calls[key]
+
+
+class _Join:
+    """One request's backend function under coalescing: awaitable (a non-streaming request
+    waits for the outcome in its own task) or startable (an engine stream is told the outcome
+    by the shared call's task)."""
+
+    __slots__ = ("_call", "_coalescer", "_key", "_stream")
+
+    def __init__(
+        self,
+        coalescer: Coalescer,
+        key: bytes,
+        call: Callable[[], Awaitable[Any]],
+        stream: bool,
+    ) -> None:
+        self._coalescer = coalescer
+        self._key = key
+        self._call = call
+        self._stream = stream
+
+    async def __call__(self) -> Any:
+        loop = running_asyncio_loop()
+        shared = self._coalescer._shared_for(self._key, self._call, self._stream, loop)
+        return await self._coalescer._wait(shared, loop)
+
+    def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Listener:
+        loop = running_asyncio_loop()
+        shared = self._coalescer._shared_for(self._key, self._call, self._stream, loop)
+        return _Listener(self._coalescer, shared, ended, loop)
+
+
+class _Listener:
+    """A stream attached to a shared call: told its outcome once, or leaves (``cancel``)."""
+
+    __slots__ = ("_coalescer", "_ended", "_loop", "_shared")
+
+    def __init__(
+        self,
+        coalescer: Coalescer,
+        shared: _SharedCall,
+        ended: Callable[[Any, BaseException | None], None],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        self._coalescer = coalescer
+        self._shared: _SharedCall | None = shared
+        self._ended = ended
+        self._loop = loop
+        shared.clients += 1
+        shared.hold()
+        if shared.done.is_set():  # a remembered outcome: told at once
+            self.deliver()
+        else:
+            shared.listeners.append(self)
+
+    def deliver(self) -> None:
+        """The call ended: its outcome (a copy of a shared failure) to this stream."""
+        shared = self._shared
+        if shared is None:
+            return
+        self._shared = None
+        shared.clients -= 1
+        error = shared.error
+        self._ended(shared.result, None if error is None else _copy(error))
+
+    def cancel(self) -> None:
+        """The stream stopped waiting (its client left, its deadline passed, an abort)."""
+        shared = self._shared
+        if shared is None:
+            return
+        self._shared = None
+        shared.listeners.remove(self)
+        self._coalescer._left(shared, self._loop)
+        self._ended(None, StreamAborted("the stream stopped waiting for the backend call"))
 
 
 def _deterministic(error: BaseException | None) -> bool:

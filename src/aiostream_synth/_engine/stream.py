@@ -42,6 +42,7 @@ from aiostream_synth._wire.failures import Failure, classify_failure
 __all__ = [
     "Backend",
     "OnDisconnect",
+    "StartCall",
     "StreamOutcome",
     "SynthesizedStream",
     "raise_collapsed",
@@ -51,6 +52,12 @@ _BACKEND_TASK_NAME = "aiostream_synth backend call"  # given, so no name is buil
 
 #: An async callable returning the complete result (a dict or a pydantic model).
 Backend: TypeAlias = Callable[[], Awaitable[Any]]
+#: What a backend that runs its call in a task of its own offers besides being awaitable:
+#: ``start_call(ended)`` starts (or joins) the call and returns a handle whose ``cancel()``
+#: means "this stream no longer waits"; ``ended(result, error)`` is called once, with the
+#: outcome, or with an error at once after ``cancel()``. The engine then starts no task of its
+#: own for the call (the request coalescer's shared calls: one task per stream less).
+StartCall: TypeAlias = Callable[[Callable[[Any, "BaseException | None"], None]], Cancellable]
 OnDisconnect = Literal["cancel", "finish"]
 
 
@@ -116,7 +123,6 @@ class SynthesizedStream:
         "_on_abandoned",
         "_on_disconnect",
         "_out",
-        "_own_group",
         "_own_task_group",
         "_pending",
         "_result",
@@ -159,7 +165,6 @@ class SynthesizedStream:
         self._result: Any = None
         self._error: Exception | None = None
         self._task_group = task_group
-        self._own_group = task_group is None
         self._own_task_group: anyio.abc.TaskGroup | None = None  # opened on entry
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
         self._next_tick = 0.0
@@ -189,8 +194,9 @@ class SynthesizedStream:
         if self._entered:
             raise RuntimeError("a SynthesizedStream can only be entered once")
         self._entered = True
+        start_call: StartCall | None = getattr(self._backend, "start_call", None)
         task_group = self._task_group
-        if task_group is None:
+        if task_group is None and start_call is None:
             own = self._own_task_group = anyio.create_task_group()
             await own.__aenter__()
             task_group = self._task_group = own
@@ -199,7 +205,11 @@ class SynthesizedStream:
         self._next_tick = now + self._interval
         if self._timeout is not None:
             self._deadline = now + self._timeout
-        self._backend_task = task_group.start_soon(self._run_backend, name=_BACKEND_TASK_NAME)
+        if start_call is not None:
+            self._backend_task = start_call(self._call_ended)
+        else:
+            assert task_group is not None
+            self._backend_task = task_group.start_soon(self._run_backend, name=_BACKEND_TASK_NAME)
         return self
 
     async def __aexit__(
@@ -208,8 +218,6 @@ class SynthesizedStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        task_group = self._task_group
-        assert task_group is not None
         assert self._backend_task is not None
         if not self._done:
             if self._on_disconnect == "finish":
@@ -223,12 +231,11 @@ class SynthesizedStream:
                         await self._wait_done()
                 if self._backend_done():
                     self._report_abandoned()
-            if not self._own_group:
+            if self._own_task_group is None:
                 self._backend_task.cancel()
                 with anyio.CancelScope(shield=True):
                     await self._wait_done()  # nothing outlives the context
                 return None
-            assert self._own_task_group is not None
             self._own_task_group.cancel_scope.cancel()
         if self._own_task_group is None:
             return None
@@ -263,17 +270,34 @@ class SynthesizedStream:
         except Exception as exc:  # any backend failure becomes the outcome
             self._error = exc
         finally:
-            if self._cancelled_by is not None:
-                self._error = self._cancelled_by
-            elif not returned and self._error is None:
+            if not returned and self._error is None:
                 # Cancelled from outside (a shared task group shutting down): a failure, so
                 # the consumer never synthesizes from a result that does not exist.
                 self._error = StreamAborted("the backend call was cancelled")
-            self._done = True
-            if self._tick is not None:
-                self._tick.wake()
-            if self._done_event is not None:
-                self._done_event.set()
+            self._finish()
+
+    def _call_ended(self, result: Any, error: BaseException | None) -> None:
+        """The outcome of a call started with ``start_call`` (see :data:`StartCall`)."""
+        if self._done:
+            return
+        if error is None:
+            self._result = result
+        else:
+            self._error = (
+                error
+                if isinstance(error, Exception)
+                else StreamAborted("the backend call was cancelled")
+            )
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._cancelled_by is not None:
+            self._error = self._cancelled_by
+        self._done = True
+        if self._tick is not None:
+            self._tick.wake()
+        if self._done_event is not None:
+            self._done_event.set()
 
     def _cancel_backend(self, reason: Exception) -> bool:
         if self._done or self._backend_task is None:
