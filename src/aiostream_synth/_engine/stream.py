@@ -103,6 +103,9 @@ class SynthesizedStream:
       leaving the context cancels it (or, under ``"finish"``, waits as above) and waits for it
       to end. An exception other than :class:`Exception` from the backend then reaches the
       shared group instead of this context.
+    * A backend that runs its call in a task of its own may also offer ``start_call`` (see
+      ``StartCall`` in this module): the stream then starts no task, is told the outcome, and
+      leaving it tells the backend that this stream no longer waits.
     """
 
     __slots__ = (
