@@ -278,7 +278,8 @@ async def test_a_stream_on_a_shared_call_starts_no_task_of_its_own(unit: float) 
         inner.cancel_scope.cancel()  # the remembered outcome's window
     assert shared_calls == ["_run"]
     assert backend.calls == 1
-    assert b'"content":"1"' in body and body.endswith(b"data: [DONE]\n\n")
+    assert b'"content":"1"' in body
+    assert body.endswith(b"data: [DONE]\n\n")
 
 
 async def test_a_stream_that_leaves_a_shared_call_lets_it_linger_for_a_retry(unit: float) -> None:
@@ -298,7 +299,9 @@ async def test_a_stream_that_leaves_a_shared_call_lets_it_linger_for_a_retry(uni
         retry = await shared.backend(KEY, _chat(backend))()
         group.cancel_scope.cancel()
     assert retry["choices"][0]["message"]["content"] == "1"
-    assert backend.calls == 1 and shared.attached == 1 and backend.cancelled_at is None
+    assert backend.calls == 1
+    assert shared.attached == 1
+    assert backend.cancelled_at is None
 
 
 async def test_a_stream_joining_a_remembered_failure_is_told_before_its_first_frame() -> None:
@@ -323,7 +326,8 @@ async def test_a_stream_joining_a_remembered_failure_is_told_before_its_first_fr
                     pass
         group.cancel_scope.cancel()
     assert failed.value.status_code == 400
-    assert backend.calls == 1 and shared.attached == 1
+    assert backend.calls == 1
+    assert shared.attached == 1
 
 
 def _chat(backend: Backend) -> Any:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
+import weakref
 from typing import Any
 
 import anyio
@@ -43,11 +45,12 @@ async def test_deadlines_in_one_millisecond_share_one_loop_timer() -> None:
     assert ticker.pending == 4
     gone.cancel()  # a wait cancelled from outside stays in its group: skipped when due
     first.set_result(None)  # woken early: skipped too
-    when, callback, args = fake.timers[0]
+    _when, callback, args = fake.timers[0]
     callback(*args)
-    assert second.done() and not later.done()
+    assert second.done()
+    assert not later.done()
     assert ticker.pending == 1
-    when, callback, args = fake.timers[1]
+    _when, callback, args = fake.timers[1]
     callback(*args)
     assert later.done()
     assert ticker.pending == 0
@@ -79,3 +82,24 @@ async def test_one_ticker_per_loop_and_a_real_wait_ends_at_its_deadline() -> Non
     woken.wake()
     await waiting  # a wake ends the wait at once
     woken.wake()  # nothing waiting: no effect
+
+
+def test_a_loop_closed_with_ticks_pending_is_not_kept_alive() -> None:
+    """A stream that ended long before its next tick leaves its place in a group; the loop
+    that held it can still go (the table of tickers holds loops weakly, tickers their loop
+    and waiters weakly)."""
+    loop = asyncio.new_event_loop()
+
+    async def leave_a_tick_pending() -> int:
+        tick = TickWait()
+        waiting = tick.until(tick.now() + 3600)
+        tick.wake()
+        await waiting
+        return ticker_for(asyncio.get_running_loop()).pending
+
+    assert loop.run_until_complete(leave_a_tick_pending()) == 1
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None

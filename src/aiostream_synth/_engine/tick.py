@@ -41,7 +41,11 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 class Ticker:
     """Every tick deadline on one asyncio loop, grouped by the millisecond: one loop timer per
     group resolves the group's waiters (never before their deadline; a waiter already resolved
-    or cancelled is skipped)."""
+    or cancelled is skipped).
+
+    It holds its loop and its waiters weakly: a waiter is kept alive by the task awaiting it,
+    and a loop closed with groups still pending (a stream that ended long before its next tick)
+    is not kept alive by the table of tickers."""
 
     __slots__ = ("_groups", "_loop")
 
@@ -49,8 +53,8 @@ class Ticker:
     RESOLUTION = 0.001
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._groups: dict[int, list[asyncio.Future[None]]] = {}
+        self._loop = weakref.ref(loop)
+        self._groups: dict[int, list[weakref.ref[asyncio.Future[None]]]] = {}
 
     def add(self, deadline: float, waiter: asyncio.Future[None]) -> None:
         """Resolve ``waiter`` at ``deadline`` (the loop's clock) or up to a millisecond after."""
@@ -59,13 +63,17 @@ class Ticker:
         slot = math.ceil(deadline / self.RESOLUTION)
         group = self._groups.get(slot)
         if group is None:
+            loop = self._loop()
+            if loop is None:  # pragma: no cover - a waiter outliving its loop cannot be awaited
+                return
             group = self._groups[slot] = []
-            self._loop.call_at(slot * self.RESOLUTION, self._fire, slot)
-        group.append(waiter)
+            loop.call_at(slot * self.RESOLUTION, self._fire, slot)
+        group.append(weakref.ref(waiter))
 
     def _fire(self, slot: int) -> None:
-        for waiter in self._groups.pop(slot):
-            if not waiter.done():
+        for ref in self._groups.pop(slot):
+            waiter = ref()
+            if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
     @property
