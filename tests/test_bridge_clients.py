@@ -55,6 +55,15 @@ def bridge() -> Iterator[tuple[str, FakeChatUpstream]]:
         yield url, fake
 
 
+@pytest.fixture(autouse=True)
+def _scripted_replies_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A reply a test queued on the chat upstream never reaches another test: a test that
+    queues one and is then skipped (its CLI missing) would hand it to the next request."""
+    yield
+    if "bridge" in request.fixturenames:
+        request.getfixturevalue("bridge")[1].queue.clear()
+
+
 def _client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
 
