@@ -352,3 +352,38 @@ def test_serve_lifts_and_reports_the_open_files_limit(
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     if hard != resource.RLIM_INFINITY:
         assert f"open-files limit {hard}: room for about {hard // 2} streams" in caplog.text
+
+
+def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
+    """At the default INFO level a request is one log line, the proxy's own, naming the client
+    and the path (the server's access line would be a second one per request)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiostream_synth", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "server did not start"
+            assert process.poll() is None, "server exited"
+            time.sleep(0.05)
+        body = {"model": "m", "input": "hi", "stream": True}
+        with httpx.Client() as client:
+            answer = client.post(f"{url}/v1/responses", json=body)
+        assert answer.status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    lines = output.decode().splitlines()
+    about_it = [line for line in lines if "/v1/responses" in line]
+    assert len(about_it) == 1, lines
+    (line,) = about_it
+    assert " request dialect=responses path=/v1/responses client=127.0.0.1:" in line
+    assert "outcome=completed status=200" in line
+    assert not [line for line in lines if "/healthz" in line]  # no access lines at all

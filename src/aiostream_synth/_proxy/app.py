@@ -369,11 +369,15 @@ class ProxyApp:
             notable = removals.notable if removals is not None else []
             level = logging.WARNING if notable else logging.INFO
             if LOG.isEnabledFor(level):
+                client = scope.get("client")
                 LOG.log(
                     level,
-                    "request dialect=%s stream=%s outcome=%s status=%s duration_s=%.3f "
-                    "upstream_s=%s keepalives=%d bytes=%d removed=%s quietly_removed=%d",
+                    "request dialect=%s path=%s client=%s stream=%s outcome=%s status=%s "
+                    "duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
+                    "quietly_removed=%d",
                     dialect,
+                    scope["path"],
+                    f"{client[0]}:{client[1]}" if client else "-",
                     str(record.stream).lower(),
                     record.outcome,
                     record.status,
