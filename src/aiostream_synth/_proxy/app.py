@@ -22,6 +22,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -332,7 +333,9 @@ class ProxyApp:
                 record.client_gone = True
             return message
 
-        async def counted_send(message: Message) -> None:
+        def counted_send(message: Message) -> Awaitable[None]:
+            # A plain function handing back the server's own awaitable: no coroutine of its
+            # own per write (this runs on every keepalive tick).
             if message["type"] == "http.response.start":
                 record.status = int(message["status"])
             elif message["type"] == "http.response.body":
@@ -347,7 +350,7 @@ class ProxyApp:
                         record.keepalives += _keepalive_frames(body)
                 if not message.get("more_body", False):
                     record.finished = True
-            await send(message)
+            return send(message)
 
         try:
             await self.synth(scope, watched_receive, counted_send)

@@ -356,41 +356,59 @@ async def stream_to_asgi(
             await _write_until_disconnect(stream, receive, send, headers or [])
 
 
-async def _write_until_disconnect(
+def _write_until_disconnect(
     stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
-) -> None:
-    """Respond, while a second task watches ``receive``: a disconnect cancels the writing."""
+) -> Awaitable[None]:
+    """Respond, while a second task watches ``receive``: a disconnect cancels the writing.
+
+    Returns the running loop's way of doing it, unawaited: a waiting stream's task resumes
+    every coroutine frame between the server and the engine on each tick, so this one is not
+    a frame of its own."""
     loop = running_asyncio_loop()
-    if loop is None:  # trio: the watcher in a task group of its own
-        try:
-            async with anyio.create_task_group() as watcher:
-                watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope.cancel)
-                try:
-                    await _respond(stream, send, headers)
-                finally:
-                    watcher.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            raise_collapsed(group)
-        return
+    if loop is None:
+        return _write_watched_by_a_task_group(stream, receive, send, headers)
     # asyncio: the watcher is a bare loop task cancelling the writing; no task group and no
     # anyio spawn bookkeeping, about 2.5 KB less per waiting stream. From Python 3.11 the
     # writing runs in an ``asyncio.timeout`` the watcher expires (no anyio cancel scope in the
     # request's task at all: its task state costs about 15 µs and 1 KB per request).
     if sys.version_info >= (3, 11):
-        watcher_task = await _write_in_timeout(loop, stream, receive, send, headers)
-    else:  # pragma: no cover - exercised on 3.10 only
-        writing = anyio.CancelScope()
-        watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
-        try:
-            with writing:
+        return _write_in_timeout(loop, stream, receive, send, headers)
+    return _write_in_cancel_scope(loop, stream, receive, send, headers)  # pragma: no cover
+
+
+async def _write_watched_by_a_task_group(
+    stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """trio: the watcher in a task group of its own."""
+    try:
+        async with anyio.create_task_group() as watcher:
+            watcher.start_soon(_watch_disconnect, receive, watcher.cancel_scope.cancel)
+            try:
                 await _respond(stream, send, headers)
-        finally:
-            watcher_task.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait((watcher_task,))  # it never outlives the response
-    error = None if watcher_task.cancelled() else watcher_task.exception()
-    if error is not None:  # receive() failed: raised here, as a task group would
-        raise error
+            finally:
+                watcher.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_collapsed(group)
+
+
+async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
+    loop: asyncio.AbstractEventLoop,
+    stream: SynthesizedStream,
+    receive: Receive,
+    send: Send,
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels."""
+    writing = anyio.CancelScope()
+    watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
+    try:
+        with writing:
+            await _respond(stream, send, headers)
+    finally:
+        watcher_task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait((watcher_task,))  # it never outlives the response
+    _raise_what_the_watcher_raised(watcher_task)
 
 
 async def _write_in_timeout(
@@ -399,9 +417,9 @@ async def _write_in_timeout(
     receive: Receive,
     send: Send,
     headers: list[tuple[bytes, bytes]],
-) -> asyncio.Task[None]:
-    """The writing inside an ``asyncio.timeout`` that a disconnect expires; returns the watcher
-    (done: it never outlives the response)."""
+) -> None:
+    """asyncio from 3.11: the writing inside an ``asyncio.timeout`` that a disconnect expires;
+    the watcher never outlives the response."""
     timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
 
     def expire() -> None:
@@ -425,32 +443,43 @@ async def _write_in_timeout(
                 cancelled = exc
         if cancelled is not None:
             raise cancelled
-    return watcher_task
+    _raise_what_the_watcher_raised(watcher_task)
+
+
+def _raise_what_the_watcher_raised(watcher_task: asyncio.Task[None]) -> None:
+    """A failed ``receive()`` is raised in the request's task, as a task group would."""
+    error = None if watcher_task.cancelled() else watcher_task.exception()
+    if error is not None:
+        raise error
 
 
 async def _respond(
     stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]
 ) -> None:
+    """The stream's frames as the response: headers with the first frame, the frames ready
+    behind it in the same write; a :class:`BackendError` before the first frame is a JSON
+    error with its status instead."""
+    start = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [*SSE_HEADERS, *headers] if headers else SSE_HEADERS,
+    }
+    started = False
     try:
-        await _write(stream, send, [*SSE_HEADERS, *headers] if headers else SSE_HEADERS)
+        async for frame in stream:
+            if not started:
+                await send(start)
+                started = True
+            ready = stream.drain_ready()
+            body = b"".join((frame, *ready)) if ready else frame
+            await send({"type": "http.response.body", "body": body, "more_body": True})
     except BackendError as exc:  # raised only before the first frame: nothing was sent yet
         ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
         await send_json(send, exc.status_code, exc.body, _header_pairs({**ours, **exc.headers}))
-    else:
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _write(stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]) -> None:
-    started = False
-    async for frame in stream:
-        if not started:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            started = True
-        ready = stream.drain_ready()
-        body = b"".join((frame, *ready)) if ready else frame
-        await send({"type": "http.response.body", "body": body, "more_body": True})
+        return
     if not started:  # an empty stream still needs its headers
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send(start)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
