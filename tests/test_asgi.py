@@ -500,3 +500,23 @@ async def test_a_failing_receive_propagates_as_itself() -> None:
     with pytest.raises(RuntimeError, match="connection state"):
         await app(_scope(), receive, send)
     assert backend.cancelled
+
+
+async def test_an_app_that_routes_itself_hands_the_post_to_handle() -> None:
+    """``SynthesizingApp.handle``: a wrapper serves a Responses stream on a path of its own."""
+    backend = FakeBackend()
+    synth = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
+
+    async def wrapper(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/agents/turn":
+            await synth.handle("responses", scope, receive, send)
+        else:
+            await synth(scope, receive, send)
+
+    async with _client(wrapper) as http:
+        answer = await http.post("/agents/turn", json={**RESPONSES_BODY, "stream": True})
+        missing = await http.post("/agents/other", json={**RESPONSES_BODY, "stream": True})
+    assert answer.status_code == 200
+    assert parse(answer.content)[-1].json()["type"] == "response.completed"
+    assert missing.status_code == 404
+    assert len(backend.calls) == 1

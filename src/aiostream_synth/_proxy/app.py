@@ -353,7 +353,7 @@ class ProxyApp:
             return send(message)
 
         try:
-            await self.synth(scope, watched_receive, counted_send)
+            await self.synth.handle(spec, scope, watched_receive, counted_send)
         finally:
             _current.reset(token)
             record.outcome = _outcome(record)

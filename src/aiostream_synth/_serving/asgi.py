@@ -619,7 +619,15 @@ class SynthesizingApp:
             error = spec.error_response(405, "Use POST.", code="method_not_allowed")
             await send_json(send, 405, error.body, _header_pairs(error.headers))
             return
-        await handle_request(
+        await self.handle(spec, scope, receive, send)
+
+    def handle(
+        self, spec: DialectSpec | str, scope: Scope, receive: Receive, send: Send
+    ) -> Awaitable[None]:
+        """Serve a ``POST`` already routed to a dialect (a spec, or its name), for apps wrapping
+        this one that route themselves. Returns the request's coroutine unawaited: a waiting stream resumes every
+        coroutine frame above the engine on each tick, so this is not one of them."""
+        return handle_request(
             spec,
             scope,
             receive,
