@@ -19,6 +19,21 @@ from .servers import free_port
 from .sse_parser import parse
 
 
+def _wait_until_healthy(process: subprocess.Popen[bytes], url: str) -> None:
+    """Poll ``/healthz`` until the server answers (a startup, not a synchronisation: the
+    server is a separate process with nothing to wait on but its port)."""
+    deadline = time.monotonic() + 20
+    while True:
+        with suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(
+                f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
+            )
+        time.sleep(0.05)
+
+
 @contextmanager
 def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
@@ -39,16 +54,7 @@ def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(
-                    f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
-                )
-            time.sleep(0.05)
+        _wait_until_healthy(process, url)
         yield process, url
     finally:
         if process.poll() is None:
@@ -365,14 +371,7 @@ def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "server did not start"
-            assert process.poll() is None, "server exited"
-            time.sleep(0.05)
+        _wait_until_healthy(process, url)
         body = {"model": "m", "input": "hi", "stream": True}
         with httpx.Client() as client:
             answer = client.post(f"{url}/v1/responses", json=body)
