@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from aiostream_synth._proxy.cli import _parser, config_from_args, main
@@ -115,3 +117,28 @@ def test_upstream_api_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("AIOSTREAM_SYNTH_UPSTREAM_API", "chatt")
     with pytest.raises(SystemExit):
         _parser().parse_args(["serve"])
+
+
+def test_serve_logs_records_without_the_fields_its_format_never_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """serve's log format shows time, level, logger and message only: the logging module is
+    told not to collect the caller, thread, process (and asyncio task) for every record."""
+    import logging
+
+    from aiostream_synth._proxy import cli
+
+    switches = ["logThreads", "logProcesses", "logMultiprocessing"]
+    if sys.version_info >= (3, 12):
+        switches.append("logAsyncioTasks")
+    for name in switches:
+        monkeypatch.setattr(logging, name, True)
+    monkeypatch.setattr(logging, "_srcfile", logging.__file__)
+    cli.skip_unused_record_fields()
+    assert [getattr(logging, name) for name in switches] == [False] * len(switches)
+    assert logging._srcfile is None
+    assert all(field not in cli.LOG_FORMAT for field in ("thread", "process", "lineno", "task"))
+    record = logging.getLogger("aiostream_synth.proxy").makeRecord(
+        "aiostream_synth.proxy", logging.INFO, "x.py", 1, "request %s", ("ok",), None
+    )
+    assert logging.Formatter(cli.LOG_FORMAT).format(record).endswith("request ok")
