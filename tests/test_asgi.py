@@ -520,3 +520,19 @@ async def test_an_app_that_routes_itself_hands_the_post_to_handle() -> None:
     assert parse(answer.content)[-1].json()["type"] == "response.completed"
     assert missing.status_code == 404
     assert len(backend.calls) == 1
+
+
+async def test_on_stream_sees_each_engine_stream_before_its_first_frame() -> None:
+    """``StreamSettings.on_stream``: called once per streaming request with the engine stream,
+    before anything is sent (a non-streaming request has none)."""
+    seen: list[tuple[bool, int]] = []
+
+    def opened(stream: Any) -> None:
+        seen.append((stream.committed, stream.keepalive_frames_sent))
+
+    app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K, on_stream=opened))
+    async with _client(app) as http:
+        streamed = await http.post("/v1/responses", json={**RESPONSES_BODY, "stream": True})
+        plain = await http.post("/v1/responses", json={**RESPONSES_BODY, "stream": False})
+    assert streamed.status_code == plain.status_code == 200
+    assert seen == [(False, 0)]

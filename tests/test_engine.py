@@ -169,6 +169,8 @@ async def test_responses_keepalive_events_then_continuation() -> None:
     ids = {e["response"]["id"] for e in events if "response" in e}
     assert ids == {stream.response_id}
     assert events[-1]["type"] == "response.completed"
+    # two ticks, three keepalive frames (the first tick opens the stream with two events)
+    assert (stream.keepalives_sent, stream.keepalive_frames_sent) == (2, 3)
     assert events[0]["response"]["model"] == "m"
 
 

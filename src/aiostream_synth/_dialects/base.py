@@ -166,10 +166,6 @@ class DialectSpec(Protocol):
         """Headers every answer in this dialect carries (Anthropic's ``request-id``)."""
         ...
 
-    def is_keepalive(self, body: bytes) -> bool:
-        """Whether a written chunk is liveness only (for the proxy's keepalive count)."""
-        ...
-
     def outcome(self, last: bytes) -> Outcome:
         """How a streamed response ended, from its last write (one or more frames)."""
         ...

@@ -121,6 +121,7 @@ class SynthesizedStream:
         "_finish_timeout",
         "_finished",
         "_interval",
+        "_keepalive_frames",
         "_keepalives",
         "_next_tick",
         "_on_abandoned",
@@ -172,6 +173,7 @@ class SynthesizedStream:
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
         self._next_tick = 0.0
         self._keepalives = 0
+        self._keepalive_frames = 0
         self._committed = False
         self._finished = False
         self._entered = False
@@ -186,6 +188,11 @@ class SynthesizedStream:
     def keepalives_sent(self) -> int:
         """Keepalive ticks that produced frames."""
         return self._keepalives
+
+    @property
+    def keepalive_frames_sent(self) -> int:
+        """Frames those ticks produced (a first tick may open the stream with two events)."""
+        return self._keepalive_frames
 
     @property
     def response_id(self) -> str | None:
@@ -353,6 +360,7 @@ class SynthesizedStream:
             frames = self._out.keepalive_frames(now)
             if frames:
                 self._keepalives += 1
+                self._keepalive_frames += len(frames)
                 return self._take(frames)
         self._finished = True
         return self._take(self._final_frames())

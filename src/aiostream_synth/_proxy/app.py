@@ -34,7 +34,7 @@ from aiostream_synth._dialects.requests import (
     PreparedRequest,
     SanitizeOptions,
 )
-from aiostream_synth._engine.stream import OnDisconnect
+from aiostream_synth._engine.stream import OnDisconnect, SynthesizedStream
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._proxy.embedded import EMBEDDED_MODEL, EmbeddedBackend
 from aiostream_synth._proxy.metrics import Metrics
@@ -138,7 +138,8 @@ class _Record:
     stream: bool = False
     status: int = 0
     outcome: str = ""
-    keepalives: int = 0
+    #: The engine stream (streaming requests): its keepalive count is read at the end.
+    engine: SynthesizedStream | None = None
     bytes_sent: int = 0
     last_frame: bytes = b""
     upstream_latency: float | None = None
@@ -150,10 +151,6 @@ class _Record:
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "aiostream_synth_record", default=None
 )
-
-
-def _keepalive_frames(body: bytes) -> int:
-    return body.count(b"\n\n")
 
 
 def _outcome(record: _Record) -> str:
@@ -219,6 +216,7 @@ class ProxyApp:
             bridge=config.bridge_options(),
             max_body_bytes=config.max_body_bytes,
             on_prepared=self._prepared,
+            on_stream=self._opened,
             log_removals=False,  # the request line below carries them
         )
         self.synth = SynthesizingApp(
@@ -242,6 +240,12 @@ class ProxyApp:
         if record is not None:
             record.stream = prepared.stream
             record.removals = prepared.removals
+
+    @staticmethod
+    def _opened(stream: SynthesizedStream) -> None:
+        record = _current.get()
+        if record is not None:
+            record.engine = stream
 
     # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -335,21 +339,17 @@ class ProxyApp:
 
         def counted_send(message: Message) -> Awaitable[None]:
             # A plain function handing back the server's own awaitable: no coroutine of its
-            # own per write (this runs on every keepalive tick).
-            if message["type"] == "http.response.start":
-                record.status = int(message["status"])
-            elif message["type"] == "http.response.body":
+            # own per write, and nothing parsed (this runs on every keepalive tick; the
+            # engine counts its keepalive frames itself).
+            if message["type"] == "http.response.body":
                 body = message.get("body", b"")
                 if body:
                     record.bytes_sent += len(body)
                     record.last_frame = body
-                    # A liveness frame while the backend still works is a keepalive (the
-                    # synthesized stream's own created / in_progress events come after it).
-                    waiting = record.upstream_latency is None
-                    if waiting and spec.is_keepalive(body):
-                        record.keepalives += _keepalive_frames(body)
                 if not message.get("more_body", False):
                     record.finished = True
+            elif message["type"] == "http.response.start":
+                record.status = int(message["status"])
             return send(message)
 
         try:
@@ -357,12 +357,14 @@ class ProxyApp:
         finally:
             _current.reset(token)
             record.outcome = _outcome(record)
+            keepalives = 0 if record.engine is None else record.engine.keepalive_frames_sent
+            record.engine = None  # the stream is over: nothing holds it longer
             duration = time.monotonic() - record.start
             self.metrics.record(
                 dialect,
                 record.stream,
                 record.outcome,
-                keepalives=record.keepalives,
+                keepalives=keepalives,
                 bytes_sent=record.bytes_sent,
                 duration=duration,
                 upstream_latency=record.upstream_latency,
@@ -386,7 +388,7 @@ class ProxyApp:
                     record.status,
                     duration,
                     "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
-                    record.keepalives,
+                    keepalives,
                     record.bytes_sent,
                     ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
                     0 if removals is None else len(removals) - len(notable),

@@ -149,6 +149,9 @@ class StreamSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Called with every request that passed preparation (for logging and metrics).
     on_prepared: Callable[[PreparedRequest], object] | None = None
+    #: Called with every engine stream as it is made, before its first frame (for logging and
+    #: metrics: ``keepalive_frames_sent`` and the like, read when the response is over).
+    on_stream: Callable[[SynthesizedStream], object] | None = None
     #: Log one record per request that lost something (WARNING, or DEBUG when all of it was
     #: benign). The proxy turns it off: its own request line carries the removals.
     log_removals: bool = True
@@ -241,7 +244,7 @@ def open_stream(
     given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
     of it share its backend call."""
     call = backend_call(backend, prepared, headers)
-    return SynthesizedStream(
+    stream = SynthesizedStream(
         _backend_for(call, spec, prepared, headers, coalescer),
         spec.stream_dialect(prepared, settings),
         keepalive_interval=settings.keepalive_interval,
@@ -251,6 +254,9 @@ def open_stream(
         on_abandoned=settings.on_abandoned,
         task_group=task_group,
     )
+    if settings.on_stream is not None:
+        settings.on_stream(stream)
+    return stream
 
 
 async def run_backend_once(

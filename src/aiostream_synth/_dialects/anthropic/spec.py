@@ -30,8 +30,6 @@ from aiostream_synth._params.removals import Removals
 __all__ = ["ANTHROPIC", "estimate_input_tokens"]
 
 _NOT_IDENTIFYING = ("stream", "max_tokens")
-_KEEPALIVE_HEADS = (b"event: ping\n", b"event: message_start\n")
-_KEEPALIVE_DELTA = b'"stop_reason":null'
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> dict[str, Any]:
@@ -119,15 +117,6 @@ class AnthropicSpec:
     def response_headers(self) -> Mapping[str, str]:
         """A ``request-id`` on every answer (both SDKs expose it as ``request_id``)."""
         return {"request-id": new_request_id()}
-
-    def is_keepalive(self, body: bytes) -> bool:
-        """Pings, the ``message_start`` a keepalive commits with, event keepalives."""
-        blocks = body.split(b"\n\n")[:-1]
-        return bool(blocks) and all(
-            block.startswith(_KEEPALIVE_HEADS)
-            or (block.startswith(b"event: message_delta\n") and _KEEPALIVE_DELTA in block)
-            for block in blocks
-        )
 
     def outcome(self, last: bytes) -> Outcome:
         if not last.endswith(b'{"type":"message_stop"}\n\n'):

@@ -17,7 +17,7 @@ from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions,
 from aiostream_synth._params.models import params_dict
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import RequestError
-from aiostream_synth._wire.sse import DONE_FRAME, KEEPALIVE_COMMENT
+from aiostream_synth._wire.sse import DONE_FRAME
 
 __all__ = ["CHAT"]
 
@@ -73,9 +73,6 @@ class ChatSpec(OpenAISpecBase):
             keepalive=settings.chat_keepalive,
             emit_reasoning_alias=settings.emit_reasoning_alias,
         )
-
-    def is_keepalive(self, body: bytes) -> bool:
-        return body == KEEPALIVE_COMMENT
 
     def outcome(self, last: bytes) -> Outcome:
         return "completed" if last.endswith(DONE_FRAME) else "failed"

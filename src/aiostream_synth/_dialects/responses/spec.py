@@ -14,10 +14,8 @@ from aiostream_synth._dialects.responses.sanitize import (
     validate_streaming_responses_params,
 )
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
-from aiostream_synth._dialects.responses.synthesis import LIFECYCLE_PREFIXES
 from aiostream_synth._params.models import params_dict
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._wire.sse import KEEPALIVE_COMMENT
 
 __all__ = ["RESPONSES"]
 
@@ -98,20 +96,6 @@ class ResponsesSpec(OpenAISpecBase):
             base=prepared.echo,
             keepalive=settings.responses_keepalive,
         )
-
-    def is_keepalive(self, body: bytes) -> bool:
-        """A comment, or ``created`` / ``in_progress`` events (one write may hold two)."""
-        if body == KEEPALIVE_COMMENT:
-            return True
-        if not body.endswith(b"\n\n"):
-            return False
-        # Frame by frame in place (no split, no copies): this runs on every keepalive write.
-        start, end = 0, len(body)
-        while start < end:
-            if not body.startswith(LIFECYCLE_PREFIXES, start):
-                return False
-            start = body.index(b"\n\n", start) + 2
-        return True
 
     def outcome(self, last: bytes) -> Outcome:
         cut = last.rfind(b"\n\n", 0, -2)  # the write's last frame names the outcome

@@ -59,7 +59,6 @@ from aiostream_synth._wire.sse import event_prefix
 from aiostream_synth._wire.usage import wire_responses_usage
 
 __all__ = [
-    "LIFECYCLE_PREFIXES",
     "Fidelity",
     "ResponsesKeepalive",
     "is_responses_lifecycle_chunk",
@@ -75,8 +74,7 @@ __all__ = [
 Fidelity = Literal["full", "minimal"]
 
 _WHAT = "responses result"
-#: How the liveness events' frames begin (``response.created``, ``response.in_progress``).
-LIFECYCLE_PREFIXES = (b"event: response.created\n", b"event: response.in_progress\n")
+_LIFECYCLE_PREFIXES = (b"event: response.created\n", b"event: response.in_progress\n")
 _TERMINALS = {"incomplete": "response.incomplete", "failed": "response.failed"}
 _ID_PREFIX = {"message": "msg", "reasoning": "rs", "function_call": "fc", "custom_tool_call": "ctc"}
 
@@ -578,4 +576,4 @@ def synthesize_responses_keepalive_sse(
 def is_responses_lifecycle_chunk(chunk: bytes) -> bool:
     """Whether ``chunk`` is exactly one ``response.created`` / ``response.in_progress`` event
     (B-R55..B-R57): liveness, not output."""
-    return chunk.startswith(LIFECYCLE_PREFIXES) and chunk.find(b"\n\n") == len(chunk) - 2
+    return chunk.startswith(_LIFECYCLE_PREFIXES) and chunk.find(b"\n\n") == len(chunk) - 2
