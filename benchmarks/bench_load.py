@@ -161,6 +161,19 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head
 
 
+def _serve_forever(handle: Any, port: int) -> None:
+    """A bare asyncio server on loopback calling ``handle`` per connection, until interrupted
+    (the bench stops it with SIGINT)."""
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=16384)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
 def _floor_server(port: int, delay: float, interval: float) -> None:
     """Bare asyncio: read the request, chunked SSE, keepalive events every K, then the answer."""
     from aiostream_synth._dialects.responses.synthesis import ResponsesKeepalive, responses_frames
@@ -196,12 +209,7 @@ def _floor_server(port: int, delay: float, interval: float) -> None:
         finally:
             writer.close()
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=16384)
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
+    _serve_forever(handle, port)
 
 
 def _upstream_server(port: int, delay: float) -> None:
@@ -228,13 +236,7 @@ def _upstream_server(port: int, delay: float) -> None:
         finally:
             writer.close()
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=16384)
-        async with server:
-            await server.serve_forever()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    _serve_forever(handle, port)
 
 
 def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None:
