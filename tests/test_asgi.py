@@ -536,3 +536,39 @@ async def test_on_stream_sees_each_engine_stream_before_its_first_frame() -> Non
         plain = await http.post("/v1/responses", json={**RESPONSES_BODY, "stream": False})
     assert streamed.status_code == plain.status_code == 200
     assert seen == [(False, 0)]
+
+
+async def test_the_terminal_frames_end_the_response_in_one_write() -> None:
+    """Keepalive writes keep the response open; the write carrying the terminal event ends it
+    (no extra empty write per stream)."""
+    gate = anyio.Event()
+
+    async def backend(call: Any) -> Any:
+        await gate.wait()
+        return await FakeBackend()(call)
+
+    app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
+    body = json.dumps(RESPONSES_BODY).encode()
+    sent: list[MutableMapping[str, Any]] = []
+    requested = False
+
+    async def receive() -> MutableMapping[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            gate.set()  # answer once a keepalive went out
+
+    with anyio.fail_after(10):
+        await app(_scope(), receive, send)
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert len(bodies) >= 2
+    assert all(m["more_body"] for m in bodies[:-1])
+    assert bodies[-1]["more_body"] is False
+    assert parse(bodies[-1]["body"])[-1].json()["type"] == "response.completed"

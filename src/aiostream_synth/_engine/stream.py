@@ -185,6 +185,13 @@ class SynthesizedStream:
         return self._committed
 
     @property
+    def exhausted(self) -> bool:
+        """Whether the last frame has been handed out (by ``__anext__`` or :meth:`drain_ready`):
+        the next ``__anext__`` ends the iteration. A writer can end its response with that
+        write instead of one more, empty, write."""
+        return self._finished and not self._pending
+
+    @property
     def keepalives_sent(self) -> int:
         """Keepalive ticks that produced frames."""
         return self._keepalives

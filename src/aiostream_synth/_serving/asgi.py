@@ -463,8 +463,8 @@ async def _respond(
     stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]
 ) -> None:
     """The stream's frames as the response: headers with the first frame, the frames ready
-    behind it in the same write; a :class:`BackendError` before the first frame is a JSON
-    error with its status instead."""
+    behind it in the same write, the write with the terminal frames ending the response; a
+    :class:`BackendError` before the first frame is a JSON error with its status instead."""
     start = {
         "type": "http.response.start",
         "status": 200,
@@ -478,6 +478,9 @@ async def _respond(
                 started = True
             ready = stream.drain_ready()
             body = b"".join((frame, *ready)) if ready else frame
+            if stream.exhausted:  # the terminal frames end the response in the same write
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+                return
             await send({"type": "http.response.body", "body": body, "more_body": True})
     except BackendError as exc:  # raised only before the first frame: nothing was sent yet
         ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
