@@ -128,6 +128,15 @@ async def test_delay_directive_gets_keepalives(exact_timing: bool) -> None:
         assert len(keepalives) == 3 if exact_timing else len(keepalives) >= 1
 
 
+async def test_a_delay_that_is_not_seconds_is_a_400() -> None:
+    """[delay:N] takes a finite, non-negative number; anything else is the client's error."""
+    async with _http(_proxy()) as http:
+        for bad in ("soon", "nan", "inf", "-1"):
+            response = await http.post("/v1/responses", json=_responses(f"x [delay:{bad}]"))
+            assert response.status_code == 400, bad
+            assert f"[delay:{bad}]" in response.json()["error"]["message"]
+
+
 async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
     """[tool:NAME] calls the request's tool with schema-valid arguments; namespaces come back."""
     async with _http(_proxy()) as http:

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from aiostream_synth._engine.tick import Ticker, TickWait, ticker_for
+from aiostream_synth._engine.tick import Ticker, TickWait, sleep, ticker_for
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +103,12 @@ def test_a_loop_closed_with_ticks_pending_is_not_kept_alive() -> None:
     del loop
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_sleep_is_never_early_and_a_negative_one_is_a_checkpoint() -> None:
+    start = anyio.current_time()
+    await sleep(0.02)
+    assert anyio.current_time() - start >= 0.02
+    with anyio.fail_after(5):
+        await sleep(-1)

@@ -30,7 +30,7 @@ from aiostream_synth._engine.loops import running_asyncio_loop
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["TickWait", "Ticker", "ticker_for"]
+__all__ = ["TickWait", "Ticker", "sleep", "ticker_for"]
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -145,3 +145,10 @@ class TickWait:
             _resolve(waiter)
         elif self._scope is not None:
             self._scope.cancel()
+
+
+def sleep(seconds: float) -> Awaitable[None]:
+    """Await the result to sleep ``seconds`` (never less) on the loop's ticker: on asyncio a
+    place in a millisecond group instead of a loop timer and coroutine layers of its own."""
+    wait = TickWait()
+    return wait.until(wait.now() + max(seconds, 0.0))

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 from typing import Any
 
-import anyio
 
 from aiostream_synth._dialects.bridges.shapes import text_of
+from aiostream_synth._engine import tick
 from aiostream_synth._serving.asgi import BackendCall
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
@@ -60,6 +61,17 @@ def parse_directives(text: str) -> tuple[str, dict[str, str]]:
     """``(text without directives, {name: argument})``."""
     found = {name: arg or "" for name, arg in _DIRECTIVE.findall(text)}
     return " ".join(_DIRECTIVE.sub(" ", text).split()), found
+
+
+def _seconds(argument: str) -> float:
+    """``[delay:N]``'s argument: a finite, non-negative number of seconds (empty is 0)."""
+    try:
+        seconds = float(argument or 0)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise EmbeddedError(400, f"embedded backend: [delay:{argument}] needs seconds (>= 0).")
+    return seconds
 
 
 def _example(schema: Any) -> Any:
@@ -106,7 +118,8 @@ class EmbeddedBackend:
             text, tool_result = self._responses_input(params)
         clean, directives = parse_directives(text)
         if "delay" in directives:
-            await anyio.sleep(float(directives["delay"] or 0))
+            # The ticker's sleep: thousands of simulated turns waiting at once share timers.
+            await tick.sleep(_seconds(directives["delay"]))
         if "error" in directives:
             status = int(directives["error"] or 500)
             hint = " Please try again in 1s." if status == 429 else ""
