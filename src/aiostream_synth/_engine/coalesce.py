@@ -73,6 +73,7 @@ class _SharedCall:
         "abandoned",
         "clients",
         "done",
+        "event",
         "error",
         "lingered",
         "listeners",
@@ -87,9 +88,11 @@ class _SharedCall:
         #: Whether the request that started the call streams.
         self.stream = stream
         self.clients = 0
-        # asyncio's own event on asyncio: anyio's wraps it, one more coroutine frame per
-        # waiting client and a library lookup per call.
-        self.done: asyncio.Event | anyio.Event = anyio.Event() if loop is None else asyncio.Event()
+        #: The call has ended (``result`` or ``error`` is its outcome).
+        self.done = False
+        #: Set when it ends; made for the first client that awaits the outcome in its own task
+        #: (an engine stream is a listener instead: no event per streamed call, ~0.8 KB).
+        self.event: asyncio.Event | anyio.Event | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         #: The streams attached through ``start_call``, told the outcome when the call ends.
@@ -107,7 +110,7 @@ class _SharedCall:
 
     def attachable(self, mode: CoalesceMode, stream: bool) -> bool:
         """Whether a request (streaming or not) may share this call's outcome."""
-        if not self.done.is_set():
+        if not self.done:
             return mode == "all" or self.clients == 0
         if self.abandoned or _deterministic(self.error):
             return True
@@ -131,9 +134,25 @@ class _SharedCall:
 
     def _expire(self) -> None:
         self.timer = None
-        if not self.done.is_set() and self.task is not None:
+        if not self.done and self.task is not None:
             self.lingered = True
             self.task.cancel()
+
+    async def wait(self) -> None:
+        """Until the call has ended."""
+        if self.done:
+            return
+        if self.event is None:
+            # asyncio's own event on asyncio: anyio's wraps it, one more coroutine frame per
+            # waiting client and a library lookup per call.
+            self.event = anyio.Event() if self.scope is not None else asyncio.Event()
+        await self.event.wait()
+
+    def end(self) -> None:
+        """The call has ended: wake the clients awaiting it."""
+        self.done = True
+        if self.event is not None:
+            self.event.set()
 
     @property
     def cancelled_by_linger(self) -> bool:
@@ -198,14 +217,14 @@ class Coalescer:
     def _left(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> None:
         """A client stopped waiting: the last one to leave a running call starts its linger."""
         shared.clients -= 1
-        if shared.clients == 0 and not shared.done.is_set():
+        if shared.clients == 0 and not shared.done:
             shared.linger(self._linger, loop)
 
     async def _wait(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> Any:
         shared.clients += 1
         shared.hold()
         try:
-            await shared.done.wait()
+            await shared.wait()
         finally:
             self._left(shared, loop)
         if shared.error is not None:
@@ -245,7 +264,7 @@ class Coalescer:
             if not returned and shared.error is None:  # cancelled: by the linger, or from outside
                 shared.error = StreamAborted("every client left; the backend call was cancelled")
             shared.abandoned = shared.clients == 0
-            shared.done.set()
+            shared.end()
             listeners, shared.listeners = shared.listeners, []
             for listener in listeners:
                 listener.deliver()
@@ -309,7 +328,7 @@ class _Listener:
         self._loop = loop
         shared.clients += 1
         shared.hold()
-        if shared.done.is_set():  # a remembered outcome: told at once
+        if shared.done:  # a remembered outcome: told at once
             self.deliver()
         else:
             shared.listeners.append(self)

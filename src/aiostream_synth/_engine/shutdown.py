@@ -8,8 +8,8 @@ It is plain anyio, so it works the same on asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from types import TracebackType
 
 import anyio
 
@@ -35,16 +35,14 @@ class ShutdownSignal:
     def open_streams(self) -> int:
         return len(self._streams)
 
-    @contextmanager
-    def track(self, stream: SynthesizedStream) -> Iterator[None]:
-        """Register ``stream`` for the duration of the block (an adapter's request)."""
-        self._streams.add(stream)
-        try:
-            yield
-        finally:
-            self._streams.discard(stream)
-            if not self._streams and self._drained is not None:
-                self._drained.set()
+    def track(self, stream: SynthesizedStream) -> AbstractContextManager[None]:
+        """Register ``stream`` for the duration of the ``with`` block (an adapter's request)."""
+        return _Tracked(self, stream)
+
+    def _release(self, stream: SynthesizedStream) -> None:
+        self._streams.discard(stream)
+        if not self._streams and self._drained is not None:
+            self._drained.set()
 
     async def shutdown(
         self, drain_timeout: float = 30.0, message: str = "server shutting down"
@@ -56,3 +54,25 @@ class ShutdownSignal:
             with anyio.move_on_after(drain_timeout):
                 await self._drained.wait()
         return sum(stream.abort(message) for stream in list(self._streams))
+
+
+class _Tracked:
+    """:meth:`ShutdownSignal.track`'s block: one small object per request (a generator-based
+    context manager is three, and a frame, held for the whole stream)."""
+
+    __slots__ = ("_signal", "_stream")
+
+    def __init__(self, signal: ShutdownSignal, stream: SynthesizedStream) -> None:
+        self._signal = signal
+        self._stream = stream
+
+    def __enter__(self) -> None:
+        self._signal._streams.add(self._stream)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._signal._release(self._stream)
