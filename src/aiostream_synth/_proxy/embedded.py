@@ -31,7 +31,6 @@ import re
 import time
 from typing import Any
 
-
 from aiostream_synth._dialects.bridges.shapes import text_of
 from aiostream_synth._engine import tick
 from aiostream_synth._serving.asgi import BackendCall
