@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import anyio
@@ -359,3 +360,38 @@ def _chat(backend: Backend) -> Any:
         }
 
     return call
+
+
+@pytest.mark.parametrize("leaves", [False, True], ids=["told", "leaves"])
+async def test_a_finished_stream_on_a_shared_call_is_freed_without_the_collector(
+    leaves: bool, unit: float
+) -> None:
+    """Once told (or gone), the listener lets go of the stream: a finished stream is in no
+    reference cycle, so it is freed at once, not by a later (rare, costly) full collection."""
+    from aiostream_synth import SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    backend = Backend(delay=0 if not leaves else 3 * unit)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        async with anyio.create_task_group() as group:
+            shared = Coalescer(group, linger=0)
+            async with SynthesizedStream(
+                shared.backend(KEY, _chat(backend)), ChatDialect(), keepalive_interval=3600
+            ) as frames:
+                if leaves:
+                    await anyio.lowlevel.checkpoint()
+                    assert frames.abort("client gone")
+                else:
+                    assert b"".join([frame async for frame in frames]).endswith(b"[DONE]\n\n")
+            del frames
+            group.cancel_scope.cancel()
+        gc.collect()
+        cycles = [o for o in gc.garbage if isinstance(o, SynthesizedStream)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert cycles == []

@@ -324,7 +324,10 @@ class _Listener:
     ) -> None:
         self._coalescer = coalescer
         self._shared: _SharedCall | None = shared
-        self._ended = ended
+        # Dropped once told: the stream holds this listener, so keeping its callback (a method
+        # of the stream) would leave the finished stream in a reference cycle, freed only by a
+        # full collection instead of at once.
+        self._ended: Callable[[Any, BaseException | None], None] | None = ended
         self._loop = loop
         shared.clients += 1
         shared.hold()
@@ -335,23 +338,23 @@ class _Listener:
 
     def deliver(self) -> None:
         """The call ended: its outcome (a copy of a shared failure) to this stream."""
-        shared = self._shared
-        if shared is None:
+        shared, ended = self._shared, self._ended
+        if shared is None or ended is None:
             return
-        self._shared = None
+        self._shared = self._ended = None
         shared.clients -= 1
         error = shared.error
-        self._ended(shared.result, None if error is None else _copy(error))
+        ended(shared.result, None if error is None else _copy(error))
 
     def cancel(self) -> None:
         """The stream stopped waiting (its client left, its deadline passed, an abort)."""
-        shared = self._shared
-        if shared is None:
+        shared, ended = self._shared, self._ended
+        if shared is None or ended is None:
             return
-        self._shared = None
+        self._shared = self._ended = None
         shared.listeners.remove(self)
         self._coalescer._left(shared, self._loop)
-        self._ended(None, StreamAborted("the stream stopped waiting for the backend call"))
+        ended(None, StreamAborted("the stream stopped waiting for the backend call"))
 
 
 def _deterministic(error: BaseException | None) -> bool:
