@@ -11,6 +11,7 @@ import threading
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import httpx
 import openai
 import pytest
@@ -508,3 +509,45 @@ def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -
     app = ProxyApp(ProxyConfig(upstream="http://upstream/v1", upstream_max_connections=64))
     assert app.upstream is not None
     assert app.upstream.max_connections == 64
+
+
+@pytest.mark.parametrize("ending", ["client_gone", "cancelled", "completed"])
+async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(ending: str) -> None:
+    """A response left unfinished is ``client_gone`` when the client disconnected and
+    ``cancelled`` when the request's task was cancelled (the server stopping it)."""
+    app = _proxy()
+    delay = 3600 if ending != "completed" else 0
+    body = json.dumps(_responses(f"x [delay:{delay}]")).encode()
+    committed, gone = anyio.Event(), anyio.Event()
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            committed.set()
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/responses",
+        "headers": [(b"content-type", b"application/json")],
+        "query_string": b"",
+        "client": ("127.0.0.1", 1),
+    }
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(app, scope, receive, send)
+            await committed.wait()
+            if ending == "client_gone":
+                gone.set()
+            elif ending == "cancelled":
+                group.cancel_scope.cancel()
+    await anyio.lowlevel.checkpoint()
+    assert f'outcome="{ending}"}} 1' in app.metrics.render()

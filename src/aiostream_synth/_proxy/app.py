@@ -129,11 +129,14 @@ class ProxyConfig:
         return parse_bridge_options(self.bridge_profile, overrides)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Record:
-    """What one request did, for its log line and the metrics."""
+    """What one request did, for its log line and the metrics; its :meth:`send` is the one the
+    request's handler writes through."""
 
     spec: DialectSpec
+    #: The server's ``send``.
+    server_send: Send
     start: float = field(default_factory=time.monotonic)
     stream: bool = False
     status: int = 0
@@ -146,6 +149,21 @@ class _Record:
     client_gone: bool = False
     finished: bool = False
     removals: Removals | None = None
+
+    def send(self, message: Message) -> Awaitable[None]:
+        """The server's ``send``, counting what goes out. A plain method handing back the
+        server's own awaitable: no coroutine of its own per write, and nothing parsed (this
+        runs on every keepalive tick; the engine counts its keepalive frames itself)."""
+        if message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            if body:
+                self.bytes_sent += len(body)
+                self.last_frame = body
+            if not message.get("more_body", False):
+                self.finished = True
+        elif message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        return self.server_send(message)
 
 
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
@@ -327,34 +345,17 @@ class ProxyApp:
     async def _instrumented(
         self, spec: DialectSpec, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        record = _Record(spec)
+        record = _Record(spec, send)
         dialect = spec.name
         token = _current.set(record)
-
-        async def watched_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and not record.finished:
-                record.client_gone = True
-            return message
-
-        def counted_send(message: Message) -> Awaitable[None]:
-            # A plain function handing back the server's own awaitable: no coroutine of its
-            # own per write, and nothing parsed (this runs on every keepalive tick; the
-            # engine counts its keepalive frames itself).
-            if message["type"] == "http.response.body":
-                body = message.get("body", b"")
-                if body:
-                    record.bytes_sent += len(body)
-                    record.last_frame = body
-                if not message.get("more_body", False):
-                    record.finished = True
-            elif message["type"] == "http.response.start":
-                record.status = int(message["status"])
-            return send(message)
-
+        returned = False
         try:
-            await self.synth.handle(spec, scope, watched_receive, counted_send)
+            await self.synth.handle(spec, scope, receive, record.send)
+            returned = True
         finally:
+            # The handler returns with its response unfinished only when the client left (the
+            # disconnect ends the writing); an exception or a cancellation is something else.
+            record.client_gone = returned and not record.finished
             _current.reset(token)
             record.outcome = _outcome(record)
             keepalives = 0 if record.engine is None else record.engine.keepalive_frames_sent
