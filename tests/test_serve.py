@@ -361,8 +361,8 @@ def test_serve_lifts_and_reports_the_open_files_limit(
 
 
 def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
-    """At the default INFO level a request is one log line, the proxy's own, naming the client
-    and the path (the server's access line would be a second one per request)."""
+    """At the default INFO level a request is one log line, the proxy's own, naming the client,
+    its ``X-Forwarded-For`` and the path (the server's access line would be a second one)."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "aiostream_synth", "serve", "--port", str(port)],
@@ -374,7 +374,9 @@ def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
         _wait_until_healthy(process, url)
         body = {"model": "m", "input": "hi", "stream": True}
         with httpx.Client() as client:
-            answer = client.post(f"{url}/v1/responses", json=body)
+            answer = client.post(
+                f"{url}/v1/responses", json=body, headers={"X-Forwarded-For": "203.0.113.7"}
+            )
         assert answer.status_code == 200
     finally:
         process.send_signal(signal.SIGTERM)
@@ -384,5 +386,6 @@ def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
     assert len(about_it) == 1, lines
     (line,) = about_it
     assert " request dialect=responses path=/v1/responses client=127.0.0.1:" in line
+    assert " forwarded_for=203.0.113.7 " in line  # logged as sent; the client stays the peer
     assert "outcome=completed status=200" in line
     assert not [line for line in lines if "/healthz" in line]  # no access lines at all

@@ -9,7 +9,8 @@ testable without a server. Routes:
 * ``GET /healthz``, ``GET /metrics`` (Prometheus text; process-local).
 
 With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` or
-``x-api-key: <api_key>`` (401 in OpenAI's shape otherwise). Every request logs one line on ``aiostream_synth.proxy``: dialect, streaming
+``x-api-key: <api_key>`` (401 in OpenAI's shape otherwise). Every request logs one line on
+``aiostream_synth.proxy``: dialect, path, the client's address and ``X-Forwarded-For``, streaming
 or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected),
 status, upstream latency, keepalives, bytes, and what the request lost on the way (at WARNING
 when that is more than client bookkeeping and replay ids, decision P10).
@@ -169,6 +170,15 @@ class _Record:
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "aiostream_synth_record", default=None
 )
+
+
+def _forwarded_for(scope: Scope) -> str:
+    """The request's ``X-Forwarded-For`` as sent (``-`` without one), for the log line: the
+    server does not rewrite the client address from it (see ``serve``), so both are logged."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"x-forwarded-for":
+            return value.decode("latin-1")
+    return "-"
 
 
 def _outcome(record: _Record) -> str:
@@ -378,12 +388,13 @@ class ProxyApp:
                 client = scope.get("client")
                 LOG.log(
                     level,
-                    "request dialect=%s path=%s client=%s stream=%s outcome=%s status=%s "
-                    "duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
+                    "request dialect=%s path=%s client=%s forwarded_for=%s stream=%s outcome=%s "
+                    "status=%s duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
                     "quietly_removed=%d",
                     dialect,
                     scope["path"],
                     f"{client[0]}:{client[1]}" if client else "-",
+                    _forwarded_for(scope),
                     str(record.stream).lower(),
                     record.outcome,
                     record.status,
