@@ -572,3 +572,68 @@ async def test_the_terminal_frames_end_the_response_in_one_write() -> None:
     assert all(m["more_body"] for m in bodies[:-1])
     assert bodies[-1]["more_body"] is False
     assert parse(bodies[-1]["body"])[-1].json()["type"] == "response.completed"
+
+
+@pytest.mark.parametrize("wakes", [True, False], ids=["server-wakes-receive", "receive-waits"])
+async def test_the_disconnect_watcher_never_outlives_the_response(wakes: bool) -> None:
+    """After the last write the watcher's pending ``receive()`` ends before the app returns:
+    by itself when the server answers it with ``http.disconnect`` once the response is complete
+    (uvicorn does), else cancelled."""
+    app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K))
+    body = json.dumps(RESPONSES_BODY).encode()
+    complete = anyio.Event()
+    waits: list[str] = []
+    requested = False
+
+    async def receive() -> MutableMapping[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        try:
+            await complete.wait()
+        except anyio.get_cancelled_exc_class():
+            waits.append("cancelled")
+            raise
+        waits.append("woken")
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if wakes and message["type"] == "http.response.body" and not message["more_body"]:
+            complete.set()
+
+    with anyio.fail_after(10):
+        await app(_scope(), receive, send)
+    assert waits == (["woken"] if wakes else ["cancelled"])
+
+
+async def test_a_cancellation_right_after_the_last_write_still_ends_the_watcher() -> None:
+    """The request cancelled from outside just as its response completes: the watcher is still
+    ended before the cancellation propagates."""
+    app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K))
+    body = json.dumps(RESPONSES_BODY).encode()
+    waits: list[str] = []
+    requested = False
+    outer = anyio.CancelScope()
+
+    async def receive() -> MutableMapping[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            waits.append("cancelled")
+            raise
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message["more_body"]:
+            outer.cancel()  # delivered at the request's next wait, after this write
+
+    with anyio.fail_after(10):
+        with outer:
+            await app(_scope(), receive, send)
+    assert outer.cancelled_caught
+    assert waits == ["cancelled"]

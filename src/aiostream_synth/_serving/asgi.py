@@ -433,15 +433,26 @@ async def _write_in_timeout(
             timeout.reschedule(loop.time())
 
     watcher_task = loop.create_task(_watch_disconnect(receive, expire))
+    responded = False
     try:
         async with timeout:
             await _respond(stream, send, headers)
+        responded = True
     except TimeoutError:
         if not timeout.expired():
             raise  # not the disconnect's
     finally:
-        watcher_task.cancel()
         cancelled = None
+        if responded and not watcher_task.done():
+            # A server that answers a pending ``receive()`` with ``http.disconnect`` once the
+            # response is complete (uvicorn does, as the ASGI spec has it for later calls) has
+            # already woken the watcher: one loop iteration lets it end by itself, which costs
+            # less than cancelling it (an exception through its frames, then a wait).
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        watcher_task.cancel()
         while not watcher_task.done():  # shielded wait: one loop iteration
             try:
                 await asyncio.wait((watcher_task,))
