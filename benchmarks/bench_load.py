@@ -5,6 +5,8 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
 
 * ``floor``   — written here on bare asyncio sockets: the same wire bytes (keepalive events,
   then the pre-rendered answer, chunked), nothing else;
+* ``floor-uvicorn`` — the floor's wire bytes from a bare ASGI function on uvicorn (the proxy's
+  uvicorn settings; no disconnect watcher, no engine): what uvicorn alone costs a stream;
 * ``native``  — :class:`SynthesizingApp` (the engine on the native ASGI path) on uvicorn;
 * ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
 * ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
@@ -49,6 +51,7 @@ from typing import Any
 
 SERVERS = (
     "floor",
+    "floor-uvicorn",
     "native",
     "sse-starlette",
     "proxy",
@@ -210,6 +213,49 @@ def _floor_server(port: int, delay: float, interval: float) -> None:
             writer.close()
 
     _serve_forever(handle, port)
+
+
+def _floor_uvicorn_server(port: int, delay: float, interval: float) -> None:
+    """The floor's stream from a bare ASGI function on uvicorn, configured as ``serve`` runs it
+    (uvloop and httptools when installed, no access log, no address rewriting)."""
+    import uvicorn
+
+    from aiostream_synth._dialects.responses.synthesis import ResponsesKeepalive, responses_frames
+
+    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        start = time.monotonic()
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        keepalive = ResponsesKeepalive("resp_bench", base={"model": "bench", "created_at": 1})
+        seq, tick = 0, 1
+        while (due := start + tick * interval) < start + delay:
+            await asyncio.sleep(due - time.monotonic())
+            frames = keepalive.frames(include_created=seq == 0, sequence_start=seq)
+            seq += len(frames)
+            await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+            tick += 1
+        await asyncio.sleep(max(start + delay - time.monotonic(), 0))
+        result = {**BACKEND_RESULT, "completed_at": time.time()}
+        frames = responses_frames(
+            result, include_created=False, response_id="resp_bench", sequence_start=seq
+        )
+        await send({"type": "http.response.body", "body": b"".join(frames), "more_body": False})
+
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        backlog=16384,
+        access_log=False,
+        proxy_headers=False,
+        lifespan="off",
+    )
 
 
 def _upstream_server(port: int, delay: float) -> None:
@@ -595,6 +641,8 @@ def main() -> None:
         _raise_fd_limit()
         if args.serve == "floor":
             _floor_server(args.port, args.delay, args.interval)
+        elif args.serve == "floor-uvicorn":
+            _floor_uvicorn_server(args.port, args.delay, args.interval)
         elif args.serve == "upstream":
             _upstream_server(args.port, args.delay)
         else:
