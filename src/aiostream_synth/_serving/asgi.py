@@ -417,33 +417,40 @@ async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
     _raise_what_the_watcher_raised(watcher_task)
 
 
-async def _write_in_timeout(
+def _write_in_timeout(
     loop: asyncio.AbstractEventLoop,
     stream: SynthesizedStream,
     receive: Receive,
     send: Send,
     headers: list[tuple[bytes, bytes]],
-) -> None:
+) -> Awaitable[None]:
     """asyncio from 3.11: the writing inside an ``asyncio.timeout`` that a disconnect expires;
-    the watcher never outlives the response."""
-    timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
+    the watcher never outlives the response. The writing's own coroutine, unawaited: the
+    watch is an object it joins, not a frame around it."""
+    return _respond(stream, send, headers, _Watch(loop, receive))
 
-    def expire() -> None:
+
+class _Watch:
+    """A response's disconnect watcher on asyncio from 3.11: a loop task reading ``receive``
+    that expires :attr:`timeout` (the writing runs inside it) when the client leaves."""
+
+    __slots__ = ("_loop", "task", "timeout")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive) -> None:
+        self._loop = loop
+        self.timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
+        self.task = loop.create_task(_watch_disconnect(receive, self._expire))
+
+    def _expire(self) -> None:
         with contextlib.suppress(RuntimeError):  # the writing is over already: nothing to stop
-            timeout.reschedule(loop.time())
+            self.timeout.reschedule(self._loop.time())
 
-    watcher_task = loop.create_task(_watch_disconnect(receive, expire))
-    responded = False
-    try:
-        async with timeout:
-            await _respond(stream, send, headers)
-        responded = True
-    except TimeoutError:
-        if not timeout.expired():
-            raise  # not the disconnect's
-    finally:
+    async def join(self, responded: bool) -> None:
+        """End the watcher and wait for it (shielded: a cancellation of the request meanwhile
+        is raised afterwards)."""
+        task = self.task
         cancelled = None
-        if responded and not watcher_task.done():
+        if responded and not task.done():
             # A server that answers a pending ``receive()`` with ``http.disconnect`` once the
             # response is complete (uvicorn does, as the ASGI spec has it for later calls) has
             # already woken the watcher: one loop iteration lets it end by itself, which costs
@@ -452,15 +459,14 @@ async def _write_in_timeout(
                 await asyncio.sleep(0)
             except asyncio.CancelledError as exc:
                 cancelled = exc
-        watcher_task.cancel()
-        while not watcher_task.done():  # shielded wait: one loop iteration
+        task.cancel()
+        while not task.done():  # shielded wait: one loop iteration
             try:
-                await asyncio.wait((watcher_task,))
+                await asyncio.wait((task,))
             except asyncio.CancelledError as exc:
                 cancelled = exc
         if cancelled is not None:
             raise cancelled
-    _raise_what_the_watcher_raised(watcher_task)
 
 
 def _raise_what_the_watcher_raised(watcher_task: asyncio.Task[None]) -> None:
@@ -471,35 +477,54 @@ def _raise_what_the_watcher_raised(watcher_task: asyncio.Task[None]) -> None:
 
 
 async def _respond(
-    stream: SynthesizedStream, send: Send, headers: list[tuple[bytes, bytes]]
+    stream: SynthesizedStream,
+    send: Send,
+    headers: list[tuple[bytes, bytes]],
+    watch: _Watch | None = None,
 ) -> None:
     """The stream's frames as the response: headers with the first frame, the frames ready
     behind it in the same write, the write with the terminal frames ending the response; a
-    :class:`BackendError` before the first frame is a JSON error with its status instead."""
+    :class:`BackendError` before the first frame is a JSON error with its status instead.
+
+    With a ``watch`` the writing runs in its timeout (a disconnect ends it quietly) and the
+    watcher is joined before this returns; without one the caller watches."""
     start = {
         "type": "http.response.start",
         "status": 200,
         "headers": [*SSE_HEADERS, *headers] if headers else SSE_HEADERS,
     }
-    started = False
+    responded = False
     try:
-        async for frame in stream:
-            if not started:
-                await send(start)
-                started = True
-            ready = stream.drain_ready()
-            body = b"".join((frame, *ready)) if ready else frame
-            if stream.exhausted:  # the terminal frames end the response in the same write
-                await send({"type": "http.response.body", "body": body, "more_body": False})
-                return
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-    except BackendError as exc:  # raised only before the first frame: nothing was sent yet
-        ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
-        await send_json(send, exc.status_code, exc.body, _header_pairs({**ours, **exc.headers}))
-        return
-    if not started:  # an empty stream still needs its headers
-        await send(start)
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        async with contextlib.nullcontext() if watch is None else watch.timeout:
+            started = False
+            try:
+                async for frame in stream:
+                    if not started:
+                        await send(start)
+                        started = True
+                    ready = stream.drain_ready()
+                    body = b"".join((frame, *ready)) if ready else frame
+                    if stream.exhausted:  # the terminal frames end the response in this write
+                        await send({"type": "http.response.body", "body": body, "more_body": False})
+                        break
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                else:
+                    if not started:  # an empty stream still needs its headers
+                        await send(start)
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except BackendError as exc:  # raised only before the first frame: nothing sent yet
+                ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
+                extra = _header_pairs({**ours, **exc.headers})
+                await send_json(send, exc.status_code, exc.body, extra)
+        responded = True
+    except TimeoutError:
+        if watch is None or not watch.timeout.expired():
+            raise  # not the disconnect's
+    finally:
+        if watch is not None:
+            await watch.join(responded)
+    if watch is not None:
+        _raise_what_the_watcher_raised(watch.task)
 
 
 def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
