@@ -90,7 +90,6 @@ __all__ = [
     "refuse_when_closing",
     "run_backend_once",
     "send_json",
-    "stream_to_asgi",
 ]
 
 LOG = logging.getLogger("aiostream_synth.asgi")
@@ -341,27 +340,6 @@ async def _watch_disconnect(receive: Receive, cancel: Callable[[], object]) -> N
     cancel()
 
 
-async def stream_to_asgi(
-    stream: SynthesizedStream,
-    receive: Receive,
-    send: Send,
-    *,
-    shutdown: ShutdownSignal | None = None,
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    """Serve an (unentered) engine stream on one ASGI HTTP request; ``headers`` are added to the
-    answer's own (the stream's, or a pre-commit error's).
-
-    The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
-    cancels only the writing, and the engine then applies its own disconnect policy (cancel the
-    backend, or let it finish). Were the engine inside the watcher's scope, a disconnect would
-    cancel the backend whatever the policy said.
-    """
-    async with stream:
-        with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
-            await _write_until_disconnect(stream, receive, send, headers or [])
-
-
 def _write_until_disconnect(
     stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
 ) -> Awaitable[None]:
@@ -584,7 +562,14 @@ async def handle_request(
         return
     stream = open_stream(spec, prepared, backend, settings, headers, task_group, coalescer)
     del prepared  # the stream holds what it needs; the client's body is not kept for minutes
-    await stream_to_asgi(stream, receive, send, shutdown=shutdown, headers=_header_pairs(extra))
+    # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
+    # cancels only the writing, and the engine then applies its own disconnect policy (cancel
+    # the backend, or let it finish). Were the engine inside the watcher's scope, a disconnect
+    # would cancel the backend whatever the policy said. (In this frame, not a helper's: a
+    # waiting stream's task resumes every coroutine frame above the engine on each tick.)
+    async with stream:
+        with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
+            await _write_until_disconnect(stream, receive, send, _header_pairs(extra))
 
 
 async def answer_locally(
