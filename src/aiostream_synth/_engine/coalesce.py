@@ -231,26 +231,20 @@ class Coalescer:
             raise _copy(shared.error)
         return shared.result
 
-    async def _call(self, shared: _SharedCall, call: Callable[[], Awaitable[Any]]) -> bool:
-        """Run the call; whether it returned."""
-        try:
-            shared.result = await call()
-            return True
-        except Exception as exc:  # any backend failure is every client's outcome
-            shared.error = exc
-            return False
-
     async def _run(
         self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]
     ) -> None:
+        # One frame for the whole call (it lives as long as the backend works).
         returned = False
         try:
             if shared.scope is not None:
                 with shared.scope:
-                    returned = await self._call(shared, call)
+                    shared.result = await call()
+                    returned = True
             else:
                 try:
-                    returned = await self._call(shared, call)
+                    shared.result = await call()
+                    returned = True
                 except asyncio.CancelledError:
                     if not shared.lingered:
                         raise  # from outside (the server shutting down)
@@ -258,6 +252,8 @@ class Coalescer:
                     uncancel = getattr(asyncio.current_task(), "uncancel", None)
                     if uncancel is not None:
                         uncancel()
+        except Exception as exc:  # any backend failure is every client's outcome
+            shared.error = exc
         finally:
             if shared.timer is not None:
                 shared.timer.cancel()
