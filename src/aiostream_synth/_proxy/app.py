@@ -278,6 +278,37 @@ class ProxyApp:
 
     # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        spec = self._dialect_post(scope)
+        if spec is None:
+            await self._answer(scope, receive, send)
+            return
+        # A dialect's POST, served and recorded in this frame: a waiting stream's task resumes
+        # every coroutine frame above the engine on each tick.
+        record = _Record(spec, send)
+        token = _current.set(record)
+        returned = False
+        try:
+            await self.synth.handle(spec, scope, receive, record.send)
+            returned = True
+        finally:
+            # The handler returns with its response unfinished only when the client left (the
+            # disconnect ends the writing); an exception or a cancellation is something else.
+            record.client_gone = returned and not record.finished
+            _current.reset(token)
+            self._report(record, scope)
+
+    def _dialect_post(self, scope: Scope) -> DialectSpec | None:
+        """The dialect of an authorized ``POST`` to one of its paths (None for anything else)."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return None
+        spec = self.synth.routes.get(scope["path"].rstrip("/") or "/")
+        if spec is None or not self._authorized(scope):
+            return None
+        return spec
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Everything but an authorized dialect ``POST``: the lifespan, health, metrics, the
+        401, the model list, and the app's own answers (404, 405, ``count_tokens``)."""
         if scope["type"] == "lifespan":
             await self.synth(scope, receive, send)
             if self.upstream is not None:
@@ -310,11 +341,7 @@ class ProxyApp:
         if method == "GET" and path in ("/v1/models", "/models"):
             await self._models(scope, send)
             return
-        spec = self.synth.routes.get(path)
-        if spec is None or method != "POST":
-            await self.synth(scope, receive, send)
-            return
-        await self._instrumented(spec, scope, receive, send)
+        await self.synth(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
         """``Authorization: Bearer <key>`` (OpenAI clients, ``ANTHROPIC_AUTH_TOKEN``) or
@@ -353,56 +380,44 @@ class ProxyApp:
             return
         await send_json(send, 200, listing)
 
-    async def _instrumented(
-        self, spec: DialectSpec, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        record = _Record(spec, send)
-        dialect = spec.name
-        token = _current.set(record)
-        returned = False
-        try:
-            await self.synth.handle(spec, scope, receive, record.send)
-            returned = True
-        finally:
-            # The handler returns with its response unfinished only when the client left (the
-            # disconnect ends the writing); an exception or a cancellation is something else.
-            record.client_gone = returned and not record.finished
-            _current.reset(token)
-            record.outcome = _outcome(record)
-            keepalives = 0 if record.engine is None else record.engine.keepalive_frames_sent
-            record.engine = None  # the stream is over: nothing holds it longer
-            duration = time.monotonic() - record.start
-            self.metrics.record(
+    def _report(self, record: _Record, scope: Scope) -> None:
+        """A finished dialect request: its metrics and its log line."""
+        dialect = record.spec.name
+        record.outcome = _outcome(record)
+        keepalives = 0 if record.engine is None else record.engine.keepalive_frames_sent
+        record.engine = None  # the stream is over: nothing holds it longer
+        duration = time.monotonic() - record.start
+        self.metrics.record(
+            dialect,
+            record.stream,
+            record.outcome,
+            keepalives=keepalives,
+            bytes_sent=record.bytes_sent,
+            duration=duration,
+            upstream_latency=record.upstream_latency,
+            dropped=[r.dropped for r in record.removals or () if r.dropped is not None],
+        )
+        removals = record.removals
+        notable = removals.notable if removals is not None else []
+        level = logging.WARNING if notable else logging.INFO
+        if LOG.isEnabledFor(level):
+            client = scope.get("client")
+            LOG.log(
+                level,
+                "request dialect=%s path=%s client=%s forwarded_for=%s stream=%s outcome=%s "
+                "status=%s duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
+                "quietly_removed=%d",
                 dialect,
-                record.stream,
+                scope["path"],
+                f"{client[0]}:{client[1]}" if client else "-",
+                _forwarded_for(scope),
+                str(record.stream).lower(),
                 record.outcome,
-                keepalives=keepalives,
-                bytes_sent=record.bytes_sent,
-                duration=duration,
-                upstream_latency=record.upstream_latency,
-                dropped=[r.dropped for r in record.removals or () if r.dropped is not None],
+                record.status,
+                duration,
+                "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
+                keepalives,
+                record.bytes_sent,
+                ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
+                0 if removals is None else len(removals) - len(notable),
             )
-            removals = record.removals
-            notable = removals.notable if removals is not None else []
-            level = logging.WARNING if notable else logging.INFO
-            if LOG.isEnabledFor(level):
-                client = scope.get("client")
-                LOG.log(
-                    level,
-                    "request dialect=%s path=%s client=%s forwarded_for=%s stream=%s outcome=%s "
-                    "status=%s duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
-                    "quietly_removed=%d",
-                    dialect,
-                    scope["path"],
-                    f"{client[0]}:{client[1]}" if client else "-",
-                    _forwarded_for(scope),
-                    str(record.stream).lower(),
-                    record.outcome,
-                    record.status,
-                    duration,
-                    "-" if record.upstream_latency is None else f"{record.upstream_latency:.3f}",
-                    keepalives,
-                    record.bytes_sent,
-                    ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
-                    0 if removals is None else len(removals) - len(notable),
-                )
