@@ -62,7 +62,8 @@ class Metrics:
         upstream_latency: float | None,
         dropped: Iterable[tuple[str, str]] = (),
     ) -> None:
-        self.bridge_dropped.update(dropped)
+        if dropped:
+            self.bridge_dropped.update(dropped)
         self.requests[(dialect, "true" if stream else "false", outcome)] += 1
         self.keepalives += keepalives
         self.bytes_sent += bytes_sent
