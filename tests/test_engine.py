@@ -383,9 +383,9 @@ async def test_drain_ready_hands_over_what_is_already_synthesized() -> None:
 
     async with SynthesizedStream(backend, ChatDialect(), keepalive_interval=3600) as stream:
         first = await stream.__anext__()
-        assert not stream.exhausted  # the rest of the batch is still pending
+        exhausted_before = stream.exhausted  # False: the rest of the batch is still pending
         rest = stream.drain_ready()
-        assert stream.exhausted
+        assert (exhausted_before, stream.exhausted) == (False, True)
         assert stream.drain_ready() == []
         with pytest.raises(StopAsyncIteration):
             await stream.__anext__()

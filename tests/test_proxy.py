@@ -8,6 +8,7 @@ import json
 import logging
 import resource
 import threading
+from collections.abc import MutableMapping
 from typing import Any, cast
 
 import anyio
@@ -521,7 +522,7 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
     committed, gone = anyio.Event(), anyio.Event()
     requested = False
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> MutableMapping[str, Any]:
         nonlocal requested
         if not requested:
             requested = True
@@ -529,11 +530,11 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
         await gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
             committed.set()
 
-    scope = {
+    scope: dict[str, Any] = {
         "type": "http",
         "method": "POST",
         "path": "/v1/responses",
