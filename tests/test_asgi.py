@@ -21,6 +21,7 @@ from aiostream_synth import (
 )
 from aiostream_synth.starlette import synthesizing_routes
 
+from .asgi_client import OneRequest
 from .sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
@@ -548,26 +549,16 @@ async def test_the_terminal_frames_end_the_response_in_one_write() -> None:
         return await FakeBackend()(call)
 
     app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
-    body = json.dumps(RESPONSES_BODY).encode()
-    sent: list[MutableMapping[str, Any]] = []
-    requested = False
-
-    async def receive() -> MutableMapping[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
 
     async def send(message: MutableMapping[str, Any]) -> None:
-        sent.append(message)
+        await client.send(message)
         if message["type"] == "http.response.body":
             gate.set()  # answer once a keepalive went out
 
     with anyio.fail_after(10):
-        await app(_scope(), receive, send)
-    bodies = [m for m in sent if m["type"] == "http.response.body"]
+        await app(_scope(), client.receive, send)
+    bodies = client.bodies
     assert len(bodies) >= 2
     assert all(m["more_body"] for m in bodies[:-1])
     assert bodies[-1]["more_body"] is False
@@ -580,53 +571,23 @@ async def test_the_disconnect_watcher_never_outlives_the_response(wakes: bool) -
     by itself when the server answers it with ``http.disconnect`` once the response is complete
     (uvicorn does), else cancelled."""
     app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K))
-    body = json.dumps(RESPONSES_BODY).encode()
-    complete = anyio.Event()
-    waits: list[str] = []
-    requested = False
-
-    async def receive() -> MutableMapping[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        try:
-            await complete.wait()
-        except anyio.get_cancelled_exc_class():
-            waits.append("cancelled")
-            raise
-        waits.append("woken")
-        return {"type": "http.disconnect"}
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if wakes and message["type"] == "http.response.body" and not message["more_body"]:
-            complete.set()
+            client.gone.set()  # as uvicorn: the complete response ends a pending receive()
 
     with anyio.fail_after(10):
-        await app(_scope(), receive, send)
-    assert waits == (["woken"] if wakes else ["cancelled"])
+        await app(_scope(), client.receive, send)
+    assert client.waits == (["woken"] if wakes else ["cancelled"])
 
 
 async def test_a_cancellation_right_after_the_last_write_still_ends_the_watcher() -> None:
     """The request cancelled from outside just as its response completes: the watcher is still
     ended before the cancellation propagates."""
     app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K))
-    body = json.dumps(RESPONSES_BODY).encode()
-    waits: list[str] = []
-    requested = False
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
     outer = anyio.CancelScope()
-
-    async def receive() -> MutableMapping[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            waits.append("cancelled")
-            raise
-        raise AssertionError("unreachable")
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body" and not message["more_body"]:
@@ -634,6 +595,6 @@ async def test_a_cancellation_right_after_the_last_write_still_ends_the_watcher(
 
     with anyio.fail_after(10):
         with outer:
-            await app(_scope(), receive, send)
+            await app(_scope(), client.receive, send)
     assert outer.cancelled_caught
-    assert waits == ["cancelled"]
+    assert client.waits == ["cancelled"]

@@ -21,6 +21,7 @@ from aiostream_synth import BackendCall
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
 
+from .asgi_client import OneRequest
 from .fake_upstream import FakeUpstream
 from .servers import serve
 from .sse_parser import comments, parse
@@ -518,17 +519,8 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
     ``cancelled`` when the request's task was cancelled (the server stopping it)."""
     app = _proxy()
     delay = 3600 if ending != "completed" else 0
-    body = json.dumps(_responses(f"x [delay:{delay}]")).encode()
-    committed, gone = anyio.Event(), anyio.Event()
-    requested = False
-
-    async def receive() -> MutableMapping[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    client = OneRequest(json.dumps(_responses(f"x [delay:{delay}]")).encode())
+    committed = anyio.Event()
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
@@ -544,10 +536,10 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
     }
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(app, scope, receive, send)
+            group.start_soon(app, scope, client.receive, send)
             await committed.wait()
             if ending == "client_gone":
-                gone.set()
+                client.gone.set()
             elif ending == "cancelled":
                 group.cancel_scope.cancel()
     await anyio.lowlevel.checkpoint()

@@ -1,0 +1,41 @@
+"""A client's side of one ASGI HTTP request, for tests that call an app directly."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+import anyio
+
+
+class OneRequest:
+    """``receive`` hands over ``body`` once, then waits until :attr:`gone` is set (the client
+    leaves: ``http.disconnect``), recording in :attr:`waits` how that wait ended ("woken" or
+    "cancelled"); ``send`` keeps every message in :attr:`sent`."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.gone = anyio.Event()
+        self.waits: list[str] = []
+        self.sent: list[MutableMapping[str, Any]] = []
+        self._requested = False
+
+    async def receive(self) -> MutableMapping[str, Any]:
+        if not self._requested:
+            self._requested = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        try:
+            await self.gone.wait()
+        except anyio.get_cancelled_exc_class():
+            self.waits.append("cancelled")
+            raise
+        self.waits.append("woken")
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        self.sent.append(message)
+
+    @property
+    def bodies(self) -> list[MutableMapping[str, Any]]:
+        """The ``http.response.body`` messages sent."""
+        return [m for m in self.sent if m["type"] == "http.response.body"]
