@@ -17,13 +17,23 @@ pytestmark = pytest.mark.anyio
 
 
 class _RecordingLoop:
-    """Only what a Ticker uses of its loop: ``call_at``, recorded instead of armed."""
+    """Only what a Ticker uses of its loop: ``call_at``, recorded instead of armed, and
+    ``time()``, set by the test. :meth:`fire` runs a recorded timer at its time."""
 
     def __init__(self) -> None:
         self.timers: list[tuple[float, Any, tuple[Any, ...]]] = []
+        self.now = 0.0
 
     def call_at(self, when: float, callback: Any, *args: Any) -> None:
         self.timers.append((when, callback, args))
+
+    def time(self) -> float:
+        return self.now
+
+    def fire(self, index: int, late: float = 0.0) -> None:
+        when, callback, args = self.timers[index]
+        self.now = when + late
+        callback(*args)
 
 
 @pytest.fixture
@@ -31,43 +41,88 @@ def anyio_backend() -> str:
     return "asyncio"  # the ticker is asyncio's; trio sleeps in a cancel scope (test_engine)
 
 
-async def test_deadlines_in_one_millisecond_share_one_loop_timer() -> None:
-    loop = asyncio.get_running_loop()
+def _ticker() -> tuple[Ticker, _RecordingLoop]:
     fake = _RecordingLoop()
-    ticker = Ticker(fake)  # type: ignore[arg-type]
+    return Ticker(fake), fake  # type: ignore[arg-type]
+
+
+async def test_deadlines_in_one_millisecond_share_one_group_under_one_loop_timer() -> None:
+    loop = asyncio.get_running_loop()
+    ticker, fake = _ticker()
     first, second, later, gone = (loop.create_future() for _ in range(4))
     ticker.add(10.0004, first)
     ticker.add(10.0001, second)
     ticker.add(10.0011, later)
     ticker.add(10.0002, gone)
     ticker.add(math.inf, loop.create_future())  # no deadline: no timer, only a wake ends it
-    assert [round(when, 6) for when, _, _ in fake.timers] == [10.001, 10.002]
+    assert [round(when, 6) for when, _, _ in fake.timers] == [10.001]  # the earliest group's
     assert ticker.pending == 4
     gone.cancel()  # a wait cancelled from outside stays in its group: skipped when due
     first.set_result(None)  # woken early: skipped too
-    _when, callback, args = fake.timers[0]
-    callback(*args)
+    fake.fire(0)
     assert second.done()
     assert not later.done()
     assert ticker.pending == 1
-    _when, callback, args = fake.timers[1]
-    callback(*args)
+    assert [round(when, 6) for when, _, _ in fake.timers] == [10.001, 10.002]  # set again
+    fake.fire(1)
     assert later.done()
     assert ticker.pending == 0
+    assert len(fake.timers) == 2  # nothing left: no timer
 
 
-async def test_a_group_is_never_due_before_any_of_its_deadlines() -> None:
-    fake = _RecordingLoop()
-    ticker = Ticker(fake)  # type: ignore[arg-type]
+async def test_a_wait_is_never_resolved_before_its_deadline() -> None:
     loop = asyncio.get_running_loop()
+    ticker, fake = _ticker()
     deadlines = [k * 0.00037 + 5.0 for k in range(200)]
+    resolved_at: dict[float, float] = {}
+    waiters = []  # the ticker holds them weakly: their tasks would keep them alive
+
+    def stamp(deadline: float) -> Any:
+        return lambda _: resolved_at.setdefault(deadline, fake.now)
+
     for deadline in deadlines:
-        ticker.add(deadline, loop.create_future())
-    due = sorted(when for when, _, _ in fake.timers)
-    for deadline in deadlines:
-        # each deadline's group is the first one due at or after it, within a millisecond
-        group = next(when for when in due if when >= deadline - 1e-9)
-        assert group - deadline < Ticker.RESOLUTION + 1e-9
+        waiter: asyncio.Future[None] = loop.create_future()
+        waiter.add_done_callback(stamp(deadline))
+        ticker.add(deadline, waiter)
+        waiters.append(waiter)
+    fired = 0
+    while fired < len(fake.timers):
+        fake.fire(fired)
+        fired += 1
+        await asyncio.sleep(0)  # done callbacks run on the loop
+    assert sorted(resolved_at) == deadlines
+    for deadline, at in resolved_at.items():
+        assert deadline - 1e-9 <= at < deadline + Ticker.RESOLUTION + 1e-9
+
+
+async def test_an_earlier_group_takes_the_timer_and_the_superseded_one_does_nothing() -> None:
+    loop = asyncio.get_running_loop()
+    ticker, fake = _ticker()
+    late, early = loop.create_future(), loop.create_future()
+    ticker.add(20.0, late)
+    ticker.add(10.0, early)
+    assert [when for when, _, _ in fake.timers] == [20.0, 10.0]
+    fake.fire(0)  # the superseded timer (its time set on the fake clock): stale, does nothing
+    assert not late.done()
+    assert not early.done()
+    fake.fire(1)
+    assert early.done()
+    assert not late.done()
+    fake.fire(2)  # set again for the later group
+    assert late.done()
+
+
+async def test_a_late_timer_resolves_every_group_already_due_at_once() -> None:
+    """A busy loop runs its timer late: every group due by then goes in that one call, not one
+    group per loop iteration; a group not yet due waits for the next timer."""
+    loop = asyncio.get_running_loop()
+    ticker, fake = _ticker()
+    waiters = [loop.create_future() for _ in range(3)]
+    for deadline, waiter in zip((10.001, 10.002, 10.005), waiters, strict=True):
+        ticker.add(deadline, waiter)
+    fake.fire(0, late=0.0025)  # at 10.0035
+    assert [w.done() for w in waiters] == [True, True, False]
+    assert round(fake.timers[-1][0], 6) == 10.005
 
 
 async def test_one_ticker_per_loop_and_a_real_wait_ends_at_its_deadline() -> None:
