@@ -291,6 +291,23 @@ async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFix
     assert "keepalives=0" in lines[0]  # a fast answer's own created/in_progress are not keepalives
 
 
+async def test_the_log_line_names_the_peer_and_x_forwarded_for_as_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "aiostream_synth")
+    async with _http(_proxy()) as http:
+        await http.post("/v1/responses", json=_responses("x"))
+        await http.post(
+            "/v1/responses",
+            json=_responses("x"),
+            headers=[("X-Forwarded-For", "203.0.113.7"), ("x-forwarded-for", "10.0.0.2")],
+        )
+    first, second = (r.getMessage() for r in caplog.records if r.getMessage().startswith("req"))
+    assert " forwarded_for=- " in first
+    assert " client=127.0.0.1:123 " in second  # httpx's ASGI transport: the peer, unrewritten
+    assert " forwarded_for=203.0.113.7, 10.0.0.2 " in second
+
+
 async def test_a_request_that_lost_something_is_a_warning_and_says_what(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

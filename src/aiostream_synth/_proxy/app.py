@@ -173,13 +173,14 @@ _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
 
 
 def _forwarded_for(scope: Scope) -> str:
-    """The request's ``X-Forwarded-For`` as sent (``-`` without one), for the log line: the
-    server does not rewrite the client address from it (see ``serve``), so both are logged."""
+    """The request's ``X-Forwarded-For`` as sent (``-`` without one; repeated headers joined
+    with commas), for the log line: the server does not rewrite the client address from it
+    (see ``serve``), so both are logged."""
     headers: list[tuple[bytes, bytes]] = scope["headers"]
-    for name, value in headers:
-        if name.lower() == b"x-forwarded-for":
-            return value.decode("latin-1")
-    return "-"
+    values = [
+        value.decode("latin-1") for name, value in headers if name.lower() == b"x-forwarded-for"
+    ]
+    return ", ".join(values) or "-"
 
 
 def _outcome(record: _Record) -> str:

@@ -4,7 +4,7 @@ So that ``aiostream-synth serve`` works with nothing else running. Bracketed dir
 message script the answer:
 
 ================  ====================================================================
-``[delay:30]``    answer after 30 seconds
+``[delay:30]``    answer after 30 seconds (a finite number >= 0; anything else is a 400)
 ``[tool:NAME]``   call the request's tool NAME (flat name, or the short name of a
                   namespaced tool), with arguments valid for its JSON schema; a custom
                   tool gets a text input. ``[tool:NAME {"cmd": "ls"}]`` gives the
