@@ -412,20 +412,24 @@ class _Watch:
     """A response's disconnect watcher on asyncio from 3.11: a loop task reading ``receive``
     that expires :attr:`timeout` (the writing runs inside it) when the client leaves."""
 
-    __slots__ = ("_loop", "task", "timeout")
+    __slots__ = ("_loop", "_writing", "task", "timeout")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive) -> None:
         self._loop = loop
+        self._writing = True
         self.timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
         self.task = loop.create_task(_watch_disconnect(receive, self._expire))
 
     def _expire(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the writing is over already: nothing to stop
+        if not self._writing:
+            return  # the response is complete (the server's own disconnect after it)
+        with contextlib.suppress(RuntimeError):  # not entered yet, or already left
             self.timeout.reschedule(self._loop.time())
 
     async def join(self, responded: bool) -> None:
         """End the watcher and wait for it (shielded: a cancellation of the request meanwhile
         is raised afterwards)."""
+        self._writing = False
         task = self.task
         cancelled = None
         if responded and not task.done():
