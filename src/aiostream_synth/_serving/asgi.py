@@ -382,16 +382,27 @@ async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
     send: Send,
     headers: list[tuple[bytes, bytes]],
 ) -> None:
-    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels."""
+    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels; the
+    watcher is joined as :meth:`_Watch.join` does it."""
     writing = anyio.CancelScope()
     watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
+    responded = False
     try:
         with writing:
             await _respond(stream, send, headers)
+            responded = True
     finally:
+        cancelled = None
+        if responded and not watcher_task.done():
+            try:  # one iteration for a watcher the server has woken to end by itself
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
         watcher_task.cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.wait((watcher_task,))  # it never outlives the response
+        if cancelled is not None:
+            raise cancelled
     _raise_what_the_watcher_raised(watcher_task)
 
 
