@@ -382,8 +382,7 @@ async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
     send: Send,
     headers: list[tuple[bytes, bytes]],
 ) -> None:
-    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels; the
-    watcher is joined as :meth:`_Watch.join` does it."""
+    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels."""
     writing = anyio.CancelScope()
     watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
     responded = False
@@ -392,17 +391,7 @@ async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
             await _respond(stream, send, headers)
             responded = True
     finally:
-        cancelled = None
-        if responded and not watcher_task.done():
-            try:  # one iteration for a watcher the server has woken to end by itself
-                await asyncio.sleep(0)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        watcher_task.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.wait((watcher_task,))  # it never outlives the response
-        if cancelled is not None:
-            raise cancelled
+        await _join_watcher(watcher_task, responded)
     _raise_what_the_watcher_raised(watcher_task)
 
 
@@ -437,29 +426,33 @@ class _Watch:
         with contextlib.suppress(RuntimeError):  # not entered yet, or already left
             self.timeout.reschedule(self._loop.time())
 
-    async def join(self, responded: bool) -> None:
-        """End the watcher and wait for it (shielded: a cancellation of the request meanwhile
-        is raised afterwards)."""
+    def join(self, responded: bool) -> Awaitable[None]:
+        """End the watcher and wait for it (see :func:`_join_watcher`)."""
         self._writing = False
-        task = self.task
-        cancelled = None
-        if responded and not task.done():
-            # A server that answers a pending ``receive()`` with ``http.disconnect`` once the
-            # response is complete (uvicorn does, as the ASGI spec has it for later calls) has
-            # already woken the watcher: one loop iteration lets it end by itself, which costs
-            # less than cancelling it (an exception through its frames, then a wait).
-            try:
-                await asyncio.sleep(0)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        task.cancel()
-        while not task.done():  # shielded wait: one loop iteration
-            try:
-                await asyncio.wait((task,))
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        if cancelled is not None:
-            raise cancelled
+        return _join_watcher(self.task, responded)
+
+
+async def _join_watcher(task: asyncio.Task[None], responded: bool) -> None:
+    """End a response's watcher task and wait for it, shielded: a cancellation of the request
+    meanwhile is raised afterwards, so the watcher never outlives the response."""
+    cancelled = None
+    if responded and not task.done():
+        # A server that answers a pending ``receive()`` with ``http.disconnect`` once the
+        # response is complete (uvicorn does, as the ASGI spec has it for later calls) has
+        # already woken the watcher: one loop iteration lets it end by itself, which costs
+        # less than cancelling it (an exception through its frames, then a wait).
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    task.cancel()
+    while not task.done():  # one loop iteration
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
 
 
 def _raise_what_the_watcher_raised(watcher_task: asyncio.Task[None]) -> None:
