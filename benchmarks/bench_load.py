@@ -27,7 +27,10 @@ parses every frame; a stream passes only with its terminal event and every frame
 Reported per run: completed / failed, time to first byte, keepalive gap p50 / p99 / max in
 multiples of K, terminal lateness after the backend finished p50 / p99 (the backends stamp ``completed_at``;
 also end to end, from the request's send + T), server RSS per open
-stream, server CPU µs per keepalive. Loopback only; bounded in count and time.
+stream, server CPU µs per keepalive. A second table splits each stream's end-to-end lateness
+into its start lag (from the request's send to the stream's start: the time to its response
+head, less K for the servers that send it with the first tick) and the rest, its end lag (how
+late the stream ended after its own start + T). Loopback only; bounded in count and time.
 
     python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
     python benchmarks/bench_load.py -n 1000 5000 10000 --delay 20 --out benchmarks/results
@@ -399,6 +402,9 @@ class Stats:
         self.gaps: list[float] = []
         self.lateness: list[float] = []
         self.e2e_lateness: list[float] = []
+        #: Each stream's end-to-end lateness, split (see the module docstring).
+        self.start_lag: list[float] = []
+        self.end_lag: list[float] = []
         self.all_open = asyncio.Event()
         self.all_started = asyncio.Event()
         self.errors: dict[str, int] = {}
@@ -419,8 +425,20 @@ async def _read_chunked(reader: asyncio.StreamReader) -> Any:
         yield data
 
 
+def head_after(kind: str, interval: float) -> float:
+    """When a server sends a stream's response head, after the stream's start: the floors at
+    once, the engine (lazy commit) with the first tick."""
+    return 0.0 if kind.startswith("floor") else interval
+
+
 async def one_stream(
-    port: int, wire: Wire, body: bytes, stats: Stats, delay: float, interval: float
+    port: int,
+    wire: Wire,
+    body: bytes,
+    stats: Stats,
+    delay: float,
+    interval: float,
+    head_delay: float = 0.0,
 ) -> None:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -440,7 +458,8 @@ async def one_stream(
     terminal = False
     try:
         head = await reader.readuntil(b"\r\n\r\n")
-        stats.ttfb.append(time.monotonic() - sent)
+        ttfb = time.monotonic() - sent
+        stats.ttfb.append(ttfb)
         if len(stats.ttfb) == stats.n:
             stats.all_started.set()
         if b" 200 " not in head.split(b"\r\n", 1)[0] or b"chunked" not in head.lower():
@@ -469,6 +488,8 @@ async def one_stream(
                     if finished:
                         stats.lateness.append(time.time() - finished)
                     stats.e2e_lateness.append(now - sent - delay)
+                    stats.start_lag.append(ttfb - head_delay)
+                    stats.end_lag.append(now - sent - delay - (ttfb - head_delay))
         if not terminal:
             raise ValueError("no terminal event")
         stats.completed += 1
@@ -509,7 +530,10 @@ async def run_load(
 
     reporter = asyncio.create_task(progress())
     tasks = [
-        asyncio.create_task(one_stream(port, wire, body, stats, delay, interval)) for _ in range(n)
+        asyncio.create_task(
+            one_stream(port, wire, body, stats, delay, interval, head_after(kind, interval))
+        )
+        for _ in range(n)
     ]
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10))
@@ -541,6 +565,10 @@ async def run_load(
         "lateness_p99_s": _pct(stats.lateness, 0.99),
         "e2e_lateness_p50_s": _pct(stats.e2e_lateness, 0.5),
         "e2e_lateness_p99_s": _pct(stats.e2e_lateness, 0.99),
+        "start_lag_p50_s": _pct(stats.start_lag, 0.5),
+        "start_lag_p99_s": _pct(stats.start_lag, 0.99),
+        "end_lag_p50_s": _pct(stats.end_lag, 0.5),
+        "end_lag_p99_s": _pct(stats.end_lag, 0.99),
         "kib_per_stream": (rss1 - rss0) / n / 1024,
         "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
         "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
@@ -575,6 +603,21 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{_fmt(r['e2e_lateness_p50_s'], '.3f')} / {_fmt(r['e2e_lateness_p99_s'], '.3f')} s | {r['kib_per_stream']:.1f} | "
             f"{r['cpu_us_per_keepalive']:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def split_table(rows: list[dict[str, Any]]) -> str:
+    """End-to-end lateness split into start lag and end lag (see the module docstring)."""
+    lines = [
+        "| server | N | end-to-end lateness p50 / p99 | start lag p50 / p99 | end lag p50 / p99 |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [
+            f"{_fmt(r.get(f'{name}_p50_s'), '.3f')} / {_fmt(r.get(f'{name}_p99_s'), '.3f')} s"
+            for name in ("e2e_lateness", "start_lag", "end_lag")
+        ]
+        lines.append(f"| {r['server']} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -695,7 +738,7 @@ def main() -> None:
                     upstream.wait()
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     (out / "load.json").write_text(json.dumps(rows, indent=2))
-    markdown = table(rows)
+    markdown = table(rows) + "\n\n" + split_table(rows)
     (out / "load.md").write_text(markdown + "\n")
     plots(rows, out)
     print(markdown)
