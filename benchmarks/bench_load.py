@@ -309,11 +309,14 @@ def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", backlog=16384)
 
 
-def start_server(kind: str, port: int, delay: float, interval: float) -> subprocess.Popen[bytes]:
+def start_server(
+    kind: str, port: int, delay: float, interval: float, python: str = sys.executable
+) -> subprocess.Popen[bytes]:
+    """Start a server of ``kind`` on ``python`` (the interpreter; this one by default)."""
     if kind.startswith("proxy"):
         workers = "2" if kind == "proxy-w2" else "1"
         command = [
-            sys.executable,
+            python,
             "-m",
             "aiostream_synth",
             "serve",
@@ -336,7 +339,7 @@ def start_server(kind: str, port: int, delay: float, interval: float) -> subproc
             command += ["--upstream-api", "chat"]
     else:
         command = [
-            sys.executable,
+            python,
             __file__,
             "--serve",
             kind,
@@ -678,6 +681,12 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--port", type=int, default=18800)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--server-python",
+        default=sys.executable,
+        help="the interpreter that runs the servers (with aiostream_synth and the servers' "
+        "dependencies importable; e.g. another CPython's venv and PYTHONPATH=src)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # floor, upstream, native...
     args = parser.parse_args()
     if args.serve:
@@ -718,7 +727,7 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 _wait_port(port + UPSTREAM_OFFSET)
-            server = start_server(kind, port, args.delay, args.interval)
+            server = start_server(kind, port, args.delay, args.interval, args.server_python)
             try:
                 _wait_port(port)
                 time.sleep(0.5)
