@@ -395,3 +395,41 @@ async def test_a_finished_stream_on_a_shared_call_is_freed_without_the_collector
         gc.garbage.clear()
         gc.enable()
     assert cycles == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # BackgroundTasks' own tasks
+async def test_an_answer_given_without_waiting_goes_to_its_client_and_is_not_kept() -> None:
+    """A new call starts once its first client is attached: started eagerly (Python 3.12+)
+    and answering without a wait, it ends before the start returns, and it must not count as
+    abandoned (its answer kept, and replayed to the next identical request)."""
+    from aiostream_synth import ChatDialect, SynthesizedStream
+    from aiostream_synth._engine.tasks import BackgroundTasks
+
+    calls = 0
+
+    async def instant() -> Any:
+        nonlocal calls
+        calls += 1
+        return {
+            "id": f"c{calls}",
+            "created": 1,
+            "model": "m",
+            "choices": [{"message": {"content": f"answer {calls}"}, "finish_reason": "stop"}],
+        }
+
+    async with BackgroundTasks() as tasks:
+        shared = Coalescer(tasks, window=3600)
+        assert (await shared.backend(KEY, instant, stream=False)())["id"] == "c1"
+        assert (await shared.backend(KEY, instant, stream=False)())["id"] == "c2"
+        bodies = []
+        for _ in range(2):
+            stream = SynthesizedStream(
+                shared.backend(KEY, instant), ChatDialect(), keepalive_interval=3600
+            )
+            async with stream as frames:
+                bodies.append(b"".join([frame async for frame in frames]))
+        assert shared.in_flight == 0  # nothing remembered: every answer was delivered
+        assert shared.attached == 0
+    assert calls == 4
+    assert b"answer 3" in bodies[0]
+    assert b"answer 4" in bodies[1]

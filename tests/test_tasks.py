@@ -3,9 +3,13 @@ anyio task group on trio)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from aiostream_synth._engine.tasks import BackgroundTasks
@@ -84,3 +88,70 @@ async def test_a_task_that_raises_is_logged_not_lost(caplog: pytest.LogCaptureFi
 async def test_starting_outside_the_context_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not entered"):
         BackgroundTasks().start_soon(anyio.sleep, 0)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_asyncio_from_python_3_12_a_task_takes_its_first_step_at_once() -> None:
+    """Eager start: a backend call begins when its stream does, not after whatever the loop
+    had queued (a burst of requests); before 3.12 it begins in the next loop iteration."""
+    steps: list[str] = []
+
+    async def work() -> None:
+        steps.append("first")
+        await anyio.lowlevel.checkpoint()
+        steps.append("second")
+
+    async with BackgroundTasks() as tasks:
+        tasks.start_soon(work)
+        assert steps == (["first"] if sys.version_info >= (3, 12) else [])
+    assert steps == ["first", "second"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_loop_with_a_task_factory_of_its_own_keeps_it() -> None:
+    """No eager start behind the factory's back: its tasks are made by it, as always."""
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro.__name__)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    steps: list[str] = []
+
+    async def work() -> None:
+        steps.append("first")
+
+    loop.set_task_factory(factory)
+    try:
+        async with BackgroundTasks() as tasks:
+            tasks.start_soon(work, name="made by the factory")
+            assert steps == []
+    finally:
+        loop.set_task_factory(None)
+    assert steps == ["first"]
+    assert made == ["work"]
+
+
+async def test_a_backend_that_answers_without_waiting_streams_its_answer() -> None:
+    """Under a shared task group the backend task may end before the stream has even been
+    entered fully (an eager start): the stream is the answer, with no keepalive first."""
+    from aiostream_synth import ChatDialect, SynthesizedStream
+
+    async def backend() -> Any:
+        return {
+            "id": "c1",
+            "created": 1,
+            "model": "m",
+            "choices": [{"message": {"content": "at once"}, "finish_reason": "stop"}],
+        }
+
+    async with BackgroundTasks() as tasks:
+        stream = SynthesizedStream(
+            backend, ChatDialect(), keepalive_interval=3600, task_group=tasks
+        )
+        async with stream as frames:
+            body = b"".join([frame async for frame in frames])
+    assert stream.keepalives_sent == 0
+    assert b"at once" in body
+    assert body.endswith(b"data: [DONE]\n\n")

@@ -117,6 +117,12 @@ class _SharedCall:
         # A transient failure answers only the non-streaming re-send of a streamed call.
         return self.error is not None and self.stream and not stream
 
+    def attach(self) -> None:
+        """One more client waits on the call (before a new call starts: see
+        :meth:`Coalescer._start`)."""
+        self.clients += 1
+        self.hold()
+
     def hold(self) -> None:
         """A client is here: no linger."""
         if self.scope is not None:
@@ -198,38 +204,30 @@ class Coalescer:
         return _Join(self, key, call, stream)
 
     def _shared_for(
-        self,
-        key: bytes,
-        call: Callable[[], Awaitable[Any]],
-        stream: bool,
-        loop: asyncio.AbstractEventLoop | None,
-    ) -> _SharedCall:
-        """The call a request attaches to: the one under ``key`` when it may, else a new one."""
+        self, key: bytes, stream: bool, loop: asyncio.AbstractEventLoop | None
+    ) -> tuple[_SharedCall, bool]:
+        """The call a request attaches to: the one under ``key`` when it may, else a new one,
+        not started yet (see :meth:`_start`); and whether it is new."""
         shared = self._calls.get(key)
         if shared is not None and shared.attachable(self._mode, stream):
             self.attached += 1
-            return shared
+            return shared, False
         shared = _SharedCall(loop, stream)
         self._calls[key] = shared
+        return shared, True
+
+    def _start(self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]) -> None:
+        """Start a new call, once its first client is attached: the call may end before this
+        returns (its task starts eagerly, see :mod:`aiostream_synth._engine.tasks`, and a
+        backend may answer without waiting), and a call that ended with nobody attached would
+        count as abandoned, its answer kept for a retry."""
         shared.task = self._group.start_soon(self._run, key, shared, call)
-        return shared
 
     def _left(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> None:
         """A client stopped waiting: the last one to leave a running call starts its linger."""
         shared.clients -= 1
         if shared.clients == 0 and not shared.done:
             shared.linger(self._linger, loop)
-
-    async def _wait(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> Any:
-        shared.clients += 1
-        shared.hold()
-        try:
-            await shared.wait()
-        finally:
-            self._left(shared, loop)
-        if shared.error is not None:
-            raise _copy(shared.error)
-        return shared.result
 
     async def _run(
         self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]
@@ -296,14 +294,26 @@ class _Join:
         self._stream = stream
 
     async def __call__(self) -> Any:
-        loop = running_asyncio_loop()
-        shared = self._coalescer._shared_for(self._key, self._call, self._stream, loop)
-        return await self._coalescer._wait(shared, loop)
+        coalescer, loop = self._coalescer, running_asyncio_loop()
+        shared, new = coalescer._shared_for(self._key, self._stream, loop)
+        shared.attach()
+        try:
+            if new:
+                coalescer._start(self._key, shared, self._call)
+            await shared.wait()
+        finally:
+            coalescer._left(shared, loop)
+        if shared.error is not None:
+            raise _copy(shared.error)
+        return shared.result
 
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Listener:
-        loop = running_asyncio_loop()
-        shared = self._coalescer._shared_for(self._key, self._call, self._stream, loop)
-        return _Listener(self._coalescer, shared, ended, loop)
+        coalescer, loop = self._coalescer, running_asyncio_loop()
+        shared, new = coalescer._shared_for(self._key, self._stream, loop)
+        listener = _Listener(coalescer, shared, ended, loop)
+        if new:
+            coalescer._start(self._key, shared, self._call)
+        return listener
 
 
 class _Listener:
@@ -325,8 +335,7 @@ class _Listener:
         # full collection instead of at once.
         self._ended: Callable[[Any, BaseException | None], None] | None = ended
         self._loop = loop
-        shared.clients += 1
-        shared.hold()
+        shared.attach()
         if shared.done:  # a remembered outcome: told at once
             self.deliver()
         else:
