@@ -155,3 +155,21 @@ async def test_a_backend_that_answers_without_waiting_streams_its_answer() -> No
     assert stream.keepalives_sent == 0
     assert b"at once" in body
     assert body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_failing_body_cancels_the_tasks_and_propagates() -> None:
+    """As a task group: leaving on an exception cancels what still runs, then waits for it."""
+    events: list[str] = []
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            events.append("cancelled")
+
+    with anyio.fail_after(10), pytest.raises(LookupError, match="the body failed"):
+        async with BackgroundTasks() as tasks:
+            tasks.start_soon(forever)
+            await anyio.lowlevel.checkpoint()
+            raise LookupError("the body failed")
+    assert events == ["cancelled"]

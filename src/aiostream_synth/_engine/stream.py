@@ -24,7 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NoReturn, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 import anyio.abc
@@ -34,7 +34,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._dialects.base import DialectStream, StreamDialect
-from aiostream_synth._engine.tasks import Cancellable, TaskStarter
+from aiostream_synth._engine.tasks import Cancellable, TaskStarter, raise_collapsed
 from aiostream_synth._engine.tick import TickWait
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure
@@ -45,7 +45,6 @@ __all__ = [
     "StartCall",
     "StreamOutcome",
     "SynthesizedStream",
-    "raise_collapsed",
 ]
 
 _BACKEND_TASK_NAME = "aiostream_synth backend call"  # given, so no name is built per spawn
@@ -67,16 +66,6 @@ class StreamOutcome:
 
     result: Any = None
     error: BaseException | None = None
-
-
-def raise_collapsed(group: BaseExceptionGroup[BaseException]) -> NoReturn:
-    """Re-raise a task group's one-member exception group as that member (starlette's habit),
-    its own cause intact, so callers see the same exception on asyncio and trio; a group of
-    several is re-raised as it is. Used at every public boundary that owns a task group."""
-    if len(group.exceptions) == 1:
-        inner = group.exceptions[0]
-        raise inner from inner.__cause__
-    raise group
 
 
 class SynthesizedStream:

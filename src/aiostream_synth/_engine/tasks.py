@@ -28,16 +28,29 @@ import logging
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import anyio
 import anyio.abc
 
+if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
+
 from aiostream_synth._engine.loops import running_asyncio_loop
 
-__all__ = ["BackgroundTasks", "Cancellable", "TaskStarter"]
+__all__ = ["BackgroundTasks", "Cancellable", "TaskStarter", "raise_collapsed"]
 
 LOG = logging.getLogger("aiostream_synth.engine")
+
+
+def raise_collapsed(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise a task group's one-member exception group as that member (starlette's habit),
+    its own cause intact, so callers see the same exception on asyncio and trio; a group of
+    several is re-raised as it is. Used at every public boundary that owns a task group."""
+    if len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        raise inner from inner.__cause__
+    raise group
 
 
 class Cancellable(Protocol):
@@ -107,7 +120,12 @@ class BackgroundTasks:
         tb: TracebackType | None,
     ) -> bool | None:
         if self._group is not None:
-            return await self._group.__aexit__(exc_type, exc, tb)
+            try:
+                return await self._group.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                raise_collapsed(group)
+        if exc_type is not None:
+            self.cancel_all()  # as a task group does when its body fails: nothing waits forever
         while self._tasks:  # nothing outlives the context
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._tasks))

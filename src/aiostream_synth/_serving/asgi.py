@@ -58,13 +58,8 @@ from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.coalesce import CoalesceMode, Coalescer, coalesce_key
 from aiostream_synth._engine.loops import running_asyncio_loop
 from aiostream_synth._engine.shutdown import ShutdownSignal
-from aiostream_synth._engine.stream import (
-    OnDisconnect,
-    StreamOutcome,
-    SynthesizedStream,
-    raise_collapsed,
-)
-from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter
+from aiostream_synth._engine.stream import OnDisconnect, StreamOutcome, SynthesizedStream
+from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_collapsed
 from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.coerce import as_json_dict
