@@ -4,8 +4,9 @@ A server holding thousands of waiting streams starts two tasks per stream (its b
 and the shared call a retry may attach to). anyio's task group costs about 27 µs and 2.5 KB per
 task started (a task handle, its finished-event, a wrapper coroutine); on asyncio,
 :class:`BackgroundTasks` starts them straight on the loop instead (about 6.5 µs) and keeps them
-in a set, so that leaving it still cancels and waits for every one — the task group's
-guarantee, without its per-task cost. On trio it *is* an anyio task group.
+in a set, so that leaving it still waits for every one, cancelling them first when its body
+failed (or after :meth:`~BackgroundTasks.cancel_all`) — the task group's guarantee, without its
+per-task cost. On trio it *is* an anyio task group.
 
 From Python 3.12 a task started here on asyncio runs its first step at once, inside the caller's
 step, up to its first suspension (asyncio's eager start), unless the loop has a task factory of
