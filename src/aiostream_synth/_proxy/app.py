@@ -145,6 +145,9 @@ class _Record:
     #: The engine stream (streaming requests): its keepalive count is read at the end.
     engine: SynthesizedStream | None = None
     bytes_sent: int = 0
+    #: The final write's body (its frames name the outcome; the engine's writer puts the
+    #: terminal frames there). Earlier writes are not kept: a waiting stream would hold its
+    #: last keepalive's bytes for nothing.
     last_frame: bytes = b""
     upstream_latency: float | None = None
     client_gone: bool = False
@@ -157,10 +160,9 @@ class _Record:
         runs on every keepalive tick; the engine counts its keepalive frames itself)."""
         if message["type"] == "http.response.body":
             body = message.get("body", b"")
-            if body:
-                self.bytes_sent += len(body)
-                self.last_frame = body
+            self.bytes_sent += len(body)
             if not message.get("more_body", False):
+                self.last_frame = body
                 self.finished = True
         elif message["type"] == "http.response.start":
             self.status = int(message["status"])

@@ -489,6 +489,7 @@ async def _respond(
                         await send({"type": "http.response.body", "body": body, "more_body": False})
                         break
                     await send({"type": "http.response.body", "body": body, "more_body": True})
+                    del frame, ready, body  # a waiting stream keeps no sent bytes (~1 KiB)
                 else:
                     if not started:  # an empty stream still needs its headers
                         await send(start)
