@@ -457,6 +457,15 @@ def _raise_what_the_watcher_raised(watcher_task: asyncio.Task[None]) -> None:
         raise error
 
 
+def _sse_start(headers: list[tuple[bytes, bytes]]) -> Message:
+    """The ``http.response.start`` of a stream (built when sent: a waiting stream keeps none)."""
+    return {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [*SSE_HEADERS, *headers] if headers else SSE_HEADERS,
+    }
+
+
 async def _respond(
     stream: SynthesizedStream,
     send: Send,
@@ -469,11 +478,6 @@ async def _respond(
 
     With a ``watch`` the writing runs in its timeout (a disconnect ends it quietly) and the
     watcher is joined before this returns; without one the caller watches."""
-    start = {
-        "type": "http.response.start",
-        "status": 200,
-        "headers": [*SSE_HEADERS, *headers] if headers else SSE_HEADERS,
-    }
     responded = False
     try:
         async with contextlib.nullcontext() if watch is None else watch.timeout:
@@ -481,7 +485,7 @@ async def _respond(
             try:
                 async for frame in stream:
                     if not started:
-                        await send(start)
+                        await send(_sse_start(headers))
                         started = True
                     ready = stream.drain_ready()
                     body = b"".join((frame, *ready)) if ready else frame
@@ -492,7 +496,7 @@ async def _respond(
                     del frame, ready, body  # a waiting stream keeps no sent bytes (~1 KiB)
                 else:
                     if not started:  # an empty stream still needs its headers
-                        await send(start)
+                        await send(_sse_start(headers))
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             except BackendError as exc:  # raised only before the first frame: nothing sent yet
                 ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
@@ -565,7 +569,10 @@ async def handle_request(
         await _send_answer(send, answer, extra)
         return
     stream = open_stream(spec, prepared, backend, settings, headers, task_group, coalescer)
-    del prepared  # the stream holds what it needs; the client's body is not kept for minutes
+    # The stream holds what it needs: neither the client's body nor a copy of the response
+    # headers is kept in this frame for minutes.
+    response_headers = _header_pairs(extra)
+    del prepared, extra, name, value
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel
     # the backend, or let it finish). Were the engine inside the watcher's scope, a disconnect
@@ -573,7 +580,7 @@ async def handle_request(
     # waiting stream's task resumes every coroutine frame above the engine on each tick.)
     async with stream:
         with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
-            await _write_until_disconnect(stream, receive, send, _header_pairs(extra))
+            await _write_until_disconnect(stream, receive, send, response_headers)
 
 
 async def answer_locally(
