@@ -7,6 +7,9 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
   then the pre-rendered answer, chunked), nothing else;
 * ``floor-uvicorn`` — the floor's wire bytes from a bare ASGI function on uvicorn (the proxy's
   uvicorn settings; no disconnect watcher, no engine): what uvicorn alone costs a stream;
+* ``floor-protocol`` — the floor's wire bytes with no task at all: a protocol object per
+  connection driven by loop timers (uvloop when installed): what an HTTP layer that is not a
+  task per request would cost a stream, before any app;
 * ``native``  — :class:`SynthesizingApp` (the engine on the native ASGI path) on uvicorn;
 * ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
 * ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
@@ -50,11 +53,12 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 SERVERS = (
     "floor",
     "floor-uvicorn",
+    "floor-protocol",
     "native",
     "sse-starlette",
     "proxy",
@@ -259,6 +263,111 @@ def _floor_uvicorn_server(port: int, delay: float, interval: float) -> None:
         proxy_headers=False,
         lifespan="off",
     )
+
+
+def _floor_protocol_server(port: int, delay: float, interval: float) -> None:
+    """The floor's stream with no task at all: one protocol object per connection driven by
+    loop timers (uvloop when installed, as uvicorn runs), the design of an HTTP layer that is
+    not a task per request. What such a layer would cost a stream, before any app."""
+    from aiostream_synth._dialects.responses.synthesis import ResponsesKeepalive, responses_frames
+
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+        b"transfer-encoding: chunked\r\n\r\n"
+    )
+
+    def chunks(frames: list[bytes]) -> bytes:
+        return b"".join(b"%x\r\n%s\r\n" % (len(frame), frame) for frame in frames)
+
+    class Stream(asyncio.Protocol):
+        __slots__ = (
+            "keepalive",
+            "length",
+            "received",
+            "seq",
+            "start",
+            "tick",
+            "timer",
+            "transport",
+        )
+        transport: asyncio.Transport
+        keepalive: ResponsesKeepalive
+        timer: asyncio.TimerHandle
+
+        def __init__(self) -> None:
+            self.received = b""
+            self.length = -1  # the whole request's length, once its head is in
+            self.seq, self.tick = 0, 1
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = cast("asyncio.Transport", transport)  # uvloop's is no subclass
+
+        def data_received(self, data: bytes) -> None:
+            if self.length == 0:
+                return  # the response has begun; nothing more is read
+            self.received += data
+            if self.length < 0:
+                end = self.received.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in self.received[:end].split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                self.length = end + 4 + length
+            if len(self.received) >= self.length:
+                self.received, self.length = b"", 0
+                self.start = asyncio.get_running_loop().time()
+                self.transport.write(head)
+                self.keepalive = ResponsesKeepalive(
+                    "resp_bench", base={"model": "bench", "created_at": 1}
+                )
+                self.schedule()
+
+        def schedule(self) -> None:
+            loop, due = asyncio.get_running_loop(), self.start + self.tick * interval
+            if due < self.start + delay:
+                self.timer = loop.call_at(due, self.fire)
+            else:
+                self.timer = loop.call_at(self.start + delay, self.finish)
+
+        def fire(self) -> None:
+            frames = self.keepalive.frames(include_created=self.seq == 0, sequence_start=self.seq)
+            self.seq += len(frames)
+            self.transport.write(chunks(frames))
+            self.tick += 1
+            self.schedule()
+
+        def finish(self) -> None:
+            result = {**BACKEND_RESULT, "completed_at": time.time()}
+            frames = responses_frames(
+                result, include_created=False, response_id="resp_bench", sequence_start=self.seq
+            )
+            self.transport.write(chunks(frames) + b"0\r\n\r\n")
+            self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            with contextlib.suppress(AttributeError):  # no timer before the request was read
+                self.timer.cancel()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Stream, "127.0.0.1", port, backlog=16384)
+        async with server:
+            await server.serve_forever()
+
+    try:
+        import uvloop
+    except ImportError:
+        runner: Any = asyncio.run
+    else:
+        runner = uvloop.run
+    with contextlib.suppress(KeyboardInterrupt):
+        runner(main())
 
 
 def _upstream_server(port: int, delay: float) -> None:
@@ -695,6 +804,8 @@ def main() -> None:
             _floor_server(args.port, args.delay, args.interval)
         elif args.serve == "floor-uvicorn":
             _floor_uvicorn_server(args.port, args.delay, args.interval)
+        elif args.serve == "floor-protocol":
+            _floor_protocol_server(args.port, args.delay, args.interval)
         elif args.serve == "upstream":
             _upstream_server(args.port, args.delay)
         else:
