@@ -551,7 +551,9 @@ async def one_stream(
     delay: float,
     interval: float,
     head_delay: float = 0.0,
+    after: float = 0.0,
 ) -> None:
+    await asyncio.sleep(after)  # --ramp: this stream's arrival
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
@@ -620,7 +622,14 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 async def run_load(
-    kind: str, port: int, n: int, delay: float, interval: float, server_pid: int, quiet: bool
+    kind: str,
+    port: int,
+    n: int,
+    delay: float,
+    interval: float,
+    server_pid: int,
+    quiet: bool,
+    ramp: float = 0.0,
 ) -> dict[str, Any]:
     wire = wire_of(kind)
     body = wire.body(f"bench [delay:{delay:g}]")
@@ -643,12 +652,14 @@ async def run_load(
     reporter = asyncio.create_task(progress())
     tasks = [
         asyncio.create_task(
-            one_stream(port, wire, body, stats, delay, interval, head_after(kind, interval))
+            one_stream(
+                port, wire, body, stats, delay, interval, head_after(kind, interval), k * ramp / n
+            )
         )
-        for _ in range(n)
+        for k in range(n)
     ]
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10))
+        await asyncio.wait_for(stats.all_open.wait(), timeout=max(delay, 10) + ramp)
     # Measure only once the server holds every stream: each one has had its first byte.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_started.wait(), timeout=delay / 2)
@@ -662,6 +673,7 @@ async def run_load(
     reporter.cancel()
     return {
         "server": kind,
+        "ramp_s": ramp,
         "n": n,
         "delay_s": delay,
         "interval_s": interval,
@@ -702,6 +714,11 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _label(row: dict[str, Any]) -> str:
+    ramp = row.get("ramp_s")
+    return f"{row['server']} (ramp {ramp:g} s)" if ramp else str(row["server"])
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| server | N | completed / failed | TTFB p50 | TTFB p99 | gap p50 / p99 / max (x K) | lateness p50 / p99 | end-to-end lateness p50 / p99 | KiB per stream | CPU µs per keepalive |",
@@ -709,7 +726,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['server']} | {r['n']} | {r['completed']} / {r['failed']} | {_fmt(r['ttfb_p50_s'], '.3f')} s | {_fmt(r['ttfb_p99_s'], '.3f')} s | "
+            f"| {_label(r)} | {r['n']} | {r['completed']} / {r['failed']} | {_fmt(r['ttfb_p50_s'], '.3f')} s | {_fmt(r['ttfb_p99_s'], '.3f')} s | "
             f"{_fmt(r['gap_p50_k'], '.2f')} / {_fmt(r['gap_p99_k'], '.2f')} / {_fmt(r['gap_max_k'], '.2f')} | "
             f"{_fmt(r['lateness_p50_s'], '.3f')} / {_fmt(r['lateness_p99_s'], '.3f')} s | "
             f"{_fmt(r['e2e_lateness_p50_s'], '.3f')} / {_fmt(r['e2e_lateness_p99_s'], '.3f')} s | {r['kib_per_stream']:.1f} | "
@@ -729,7 +746,7 @@ def split_table(rows: list[dict[str, Any]]) -> str:
             f"{_fmt(r.get(f'{name}_p50_s'), '.3f')} / {_fmt(r.get(f'{name}_p99_s'), '.3f')} s"
             for name in ("e2e_lateness", "start_lag", "end_lag")
         ]
-        lines.append(f"| {r['server']} | {r['n']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_label(r)} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -785,6 +802,13 @@ def main() -> None:
     parser.add_argument("-n", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--delay", type=float, default=20.0)
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument(
+        "--ramp",
+        type=float,
+        default=0.0,
+        help="open the N streams one by one over this many seconds (agents arriving over time, "
+        "their keepalive phases spread) instead of all at once; at most T / 4",
+    )
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
     parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
     parser.add_argument("--out", default="benchmarks/results")
@@ -813,6 +837,10 @@ def main() -> None:
         return
     if args.quick:
         args.n, args.delay = [500], 5.0
+    if not 0 <= args.ramp <= args.delay / 4:
+        parser.error(
+            "--ramp must lie between 0 and T / 4 (the measurement needs every stream open)"
+        )
     _raise_fd_limit()
     _pin({1})
     out = pathlib.Path(args.out)
@@ -844,7 +872,16 @@ def main() -> None:
                 time.sleep(0.5)
                 rows.append(
                     asyncio.run(
-                        run_load(kind, port, n, args.delay, args.interval, server.pid, args.quiet)
+                        run_load(
+                            kind,
+                            port,
+                            n,
+                            args.delay,
+                            args.interval,
+                            server.pid,
+                            args.quiet,
+                            args.ramp,
+                        )
                     )
                 )
             finally:
