@@ -41,8 +41,9 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 class Ticker:
     """Every tick deadline on one asyncio loop, grouped in slots of :attr:`RESOLUTION`, under one
-    loop timer at a time: set for the earliest group, it resolves every group then due (never before their
-    deadlines; a waiter already resolved or cancelled is skipped) and is set again for the next.
+    loop timer at a time: set for the earliest group, it resolves every group then due (never
+    before their deadlines; a waiter already resolved or cancelled is skipped) and is set again
+    for the next.
 
     One timer rather than one per group: a uvloop timer holds about 600 bytes, and thousands of
     streams opened in a burst form a group every slot or two. A timer superseded by an
