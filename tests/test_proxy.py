@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import resource
+import sys
 import threading
 from collections.abc import MutableMapping
 from typing import Any, cast
@@ -561,3 +562,38 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
                 group.cancel_scope.cancel()
     await anyio.lowlevel.checkpoint()
     assert f'outcome="{ending}"}} 1' in app.metrics.render()
+
+
+async def test_a_waiting_stream_keeps_none_of_the_bytes_it_sent() -> None:
+    """Minutes of waiting hold no copy of the last write: the writer drops its frames once they
+    are sent, and the proxy's record keeps only the final write (the one naming the outcome)."""
+    app = _proxy()
+    client = OneRequest(json.dumps(_responses("x [delay:3600]")).encode())
+    bodies: list[bytes] = []
+    written = anyio.Event()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            bodies.append(message["body"])
+            written.set()
+
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/responses",
+        "headers": [(b"content-type", b"application/json")],
+        "query_string": b"",
+        "client": ("127.0.0.1", 1),
+    }
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(app, scope, client.receive, send)
+            for _ in range(2):  # the first write (created + in_progress), then a keepalive
+                await written.wait()
+                written = anyio.Event()
+                # The writer went on to its next wait without a checkpoint: it is waiting now.
+                # Only this list and getrefcount's own argument refer to what it sent (counted
+                # outside the assert: pytest's rewriting would hold one more reference).
+                refs = sys.getrefcount(bodies[-1])
+                assert refs == 2
+            group.cancel_scope.cancel()
