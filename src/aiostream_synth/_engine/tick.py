@@ -59,8 +59,8 @@ class Ticker:
     #: Deadlines are rounded up to a multiple of this (seconds). Each group is a wake-up of the
     #: loop, whose cost (the process sleeping and waking, the poll) is paid whether one stream
     #: or a hundred tick in it: with phases spread over the second (streams arriving at any
-    #: time, not in one burst) 1,000 streams cost 64-75 µs of CPU per keepalive in groups of
-    #: 1 ms, 29-32 µs in groups of 5 ms (in process, uvloop). 5 ms late is nothing to a
+    #: time, not in one burst) 1,000 streams cost 63-75 µs of CPU per keepalive in groups of
+    #: 1 ms, 29-49 µs in groups of 5 ms (in process, uvloop). 5 ms late is nothing to a
     #: keepalive, a deadline of minutes or the embedded model's delays.
     RESOLUTION = 0.005
 
