@@ -531,6 +531,17 @@ def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -
     assert app.upstream.max_connections == 64
 
 
+#: A streaming Responses POST as a server hands it to the app (tests that call the app directly).
+_RESPONSES_SCOPE: dict[str, Any] = {
+    "type": "http",
+    "method": "POST",
+    "path": "/v1/responses",
+    "headers": [(b"content-type", b"application/json")],
+    "query_string": b"",
+    "client": ("127.0.0.1", 1),
+}
+
+
 @pytest.mark.parametrize("ending", ["client_gone", "cancelled", "completed"])
 async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(ending: str) -> None:
     """A response left unfinished is ``client_gone`` when the client disconnected and
@@ -544,17 +555,9 @@ async def test_the_outcome_tells_a_client_that_left_from_a_request_cancelled(end
         if message["type"] == "http.response.body":
             committed.set()
 
-    scope: dict[str, Any] = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/responses",
-        "headers": [(b"content-type", b"application/json")],
-        "query_string": b"",
-        "client": ("127.0.0.1", 1),
-    }
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(app, scope, client.receive, send)
+            group.start_soon(app, dict(_RESPONSES_SCOPE), client.receive, send)
             await committed.wait()
             if ending == "client_gone":
                 client.gone.set()
@@ -577,17 +580,9 @@ async def test_a_waiting_stream_keeps_none_of_the_bytes_it_sent() -> None:
             bodies.append(message["body"])
             written.set()
 
-    scope: dict[str, Any] = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/responses",
-        "headers": [(b"content-type", b"application/json")],
-        "query_string": b"",
-        "client": ("127.0.0.1", 1),
-    }
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(app, scope, client.receive, send)
+            group.start_soon(app, dict(_RESPONSES_SCOPE), client.receive, send)
             for _ in range(2):  # the first write (created + in_progress), then a keepalive
                 await written.wait()
                 written = anyio.Event()
