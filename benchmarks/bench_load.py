@@ -292,12 +292,12 @@ def _floor_protocol_server(port: int, delay: float, interval: float) -> None:
         )
         transport: asyncio.Transport
         keepalive: ResponsesKeepalive
-        timer: asyncio.TimerHandle
 
         def __init__(self) -> None:
             self.received = b""
             self.length = -1  # the whole request's length, once its head is in
             self.seq, self.tick = 0, 1
+            self.timer: asyncio.TimerHandle | None = None  # none before the request is read
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.transport = cast("asyncio.Transport", transport)  # uvloop's is no subclass
@@ -351,7 +351,7 @@ def _floor_protocol_server(port: int, delay: float, interval: float) -> None:
             self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            with contextlib.suppress(AttributeError):  # no timer before the request was read
+            if self.timer is not None:
                 self.timer.cancel()
 
     async def main() -> None:
