@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -107,6 +108,24 @@ def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
         while metric not in (text := httpx.get(f"{url}/metrics").text):
             assert time.monotonic() < deadline, text
             time.sleep(0.05)
+
+
+def test_granian_serves_http_1_1_only() -> None:
+    """granian speaks HTTP/1.1 as uvicorn does: an HTTP/2 connection preface (cleartext, prior
+    knowledge) is refused, not answered with HTTP/2 frames (serving HTTP/2 too costs every open
+    stream about 9 KiB)."""
+    settings = bytes.fromhex("000000040000000000")  # an empty SETTINGS frame
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings
+    with serve("--server", "granian") as (_, url):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(preface)
+            try:
+                reply = sock.recv(1024)
+            except ConnectionResetError:  # closed with the preface unread: refused as well
+                reply = b""
+        assert reply == b"" or reply.startswith(b"HTTP/1.1 4"), reply  # not a SETTINGS frame
+        assert httpx.get(f"{url}/healthz").http_version == "HTTP/1.1"
 
 
 def _children(pid: int) -> list[int]:
