@@ -93,6 +93,15 @@ def test_sigterm_ends_a_live_stream_with_its_terminal_event(server: str) -> None
 
 
 @pytest.mark.parametrize("server", list(SERVERS))
+def test_sigterm_does_not_wait_for_an_idle_keep_alive_connection(server: str) -> None:
+    """A client's pooled connection, idle after its request, does not hold the server up."""
+    with serve(*SERVERS[server]) as (process, url), httpx.Client(timeout=30) as client:
+        assert client.get(f"{url}/healthz").status_code == 200  # the connection stays open
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+
+
+@pytest.mark.parametrize("server", list(SERVERS))
 def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
     """Disconnect detection on every server: the client closes mid-wait; the request is logged
     as client_gone (the backend call cancelled, not left running) within a second."""
