@@ -33,7 +33,9 @@ also end to end, from the request's send + T), server RSS per open
 stream, server CPU µs per keepalive. A second table splits each stream's end-to-end lateness
 into its start lag (from the request's send to the stream's start: the time to its response
 head, less K for the servers that send it with the first tick) and the rest, its end lag (how
-late the stream ended after its own start + T). Loopback only; bounded in count and time.
+late the stream ended after its own start + T), and counts the late keepalives (gaps over
+1.1 K) with where they fall in their streams (seconds from the request's send, p50). Loopback
+only; bounded in count and time.
 
     python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
     python benchmarks/bench_load.py -n 1000 5000 10000 --delay 20 --out benchmarks/results
@@ -72,6 +74,8 @@ SERVERS = (
 )
 #: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
 UPSTREAM_OFFSET = 500
+#: A keepalive gap longer than this many K counts as late (the split table counts them).
+LATE_GAP_K = 1.1
 UPSTREAM_CHAT_RESULT: dict[str, Any] = {
     "id": "chatcmpl-bench",
     "object": "chat.completion",
@@ -512,6 +516,8 @@ class Stats:
         self.keepalives = 0
         self.ttfb: list[float] = []
         self.gaps: list[float] = []
+        #: When each gap over LATE_GAP_K ended, in seconds from its stream's request.
+        self.late_gaps_at: list[float] = []
         self.lateness: list[float] = []
         self.e2e_lateness: list[float] = []
         #: Each stream's end-to-end lateness, split (see the module docstring).
@@ -592,7 +598,10 @@ async def one_stream(
                 if kind == wire.keepalive:
                     stats.keepalives += 1
                     if last_keepalive is not None:
-                        stats.gaps.append((now - last_keepalive) / interval)
+                        gap = (now - last_keepalive) / interval
+                        stats.gaps.append(gap)
+                        if gap > LATE_GAP_K:
+                            stats.late_gaps_at.append(now - sent)
                     last_keepalive = now
                 elif kind in wire.terminals:
                     terminal = kind == wire.completed
@@ -693,6 +702,8 @@ async def run_load(
         "start_lag_p99_s": _pct(stats.start_lag, 0.99),
         "end_lag_p50_s": _pct(stats.end_lag, 0.5),
         "end_lag_p99_s": _pct(stats.end_lag, 0.99),
+        "late_gaps": len(stats.late_gaps_at),
+        "late_gaps_at_p50_s": _pct(stats.late_gaps_at, 0.5),
         "kib_per_stream": (rss1 - rss0) / n / 1024,
         "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
         "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
@@ -738,14 +749,21 @@ def table(rows: list[dict[str, Any]]) -> str:
 def split_table(rows: list[dict[str, Any]]) -> str:
     """End-to-end lateness split into start lag and end lag (see the module docstring)."""
     lines = [
-        "| server | N | end-to-end lateness p50 / p99 | start lag p50 / p99 | end lag p50 / p99 |",
-        "|---|---|---|---|---|",
+        "| server | N | end-to-end lateness p50 / p99 | start lag p50 / p99 | end lag p50 / p99 "
+        f"| keepalive gaps > {LATE_GAP_K:g} K (at, p50) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
             f"{_fmt(r.get(f'{name}_p50_s'), '.3f')} / {_fmt(r.get(f'{name}_p99_s'), '.3f')} s"
             for name in ("e2e_lateness", "start_lag", "end_lag")
         ]
+        late = r.get("late_gaps")
+        if late is not None:
+            at = r.get("late_gaps_at_p50_s")
+            cells.append(f"{late} (at {at:.1f} s)" if at is not None else str(late))
+        else:
+            cells.append("-")
         lines.append(f"| {_label(r)} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
