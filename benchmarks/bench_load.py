@@ -39,6 +39,7 @@ only; bounded in count and time.
 
     python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
     python benchmarks/bench_load.py -n 1000 5000 10000 --delay 20 --out benchmarks/results
+    python benchmarks/bench_load.py -n 1000 --request codex   # each stream sends a 66 KB Codex replay
 """
 
 from __future__ import annotations
@@ -103,7 +104,19 @@ class Wire:
         self.completed = completed
         self.terminals = (completed, *failed)
 
-    def body(self, prompt: str) -> bytes:
+    def body(self, prompt: str, request: str = "tiny") -> bytes:
+        """The request each stream sends: ``tiny`` (the prompt alone) or ``codex`` (Responses
+        only: a 66 KB Codex replay, ``corpus.codex_replay_request``, the prompt its last
+        user turn)."""
+        if request == "codex":
+            if self.path != b"/v1/responses":
+                raise ValueError("--request codex is a Responses request")
+            from corpus import codex_replay_request
+
+            body = codex_replay_request()
+            text = {"type": "input_text", "text": prompt}
+            turn = {"type": "message", "role": "user", "content": [text]}
+            return json.dumps({**body, "input": [*body["input"], turn], "stream": True}).encode()
         if self.path == b"/v1/messages":
             message = [{"role": "user", "content": prompt}]
             return json.dumps(
@@ -639,9 +652,10 @@ async def run_load(
     server_pid: int,
     quiet: bool,
     ramp: float = 0.0,
+    request: str = "tiny",
 ) -> dict[str, Any]:
     wire = wire_of(kind)
-    body = wire.body(f"bench [delay:{delay:g}]")
+    body = wire.body(f"bench [delay:{delay:g}]", request)
     stats = Stats(n)
     pids = _tree(server_pid)
     _, rss0 = _usage(pids)
@@ -683,6 +697,8 @@ async def run_load(
     return {
         "server": kind,
         "ramp_s": ramp,
+        "request": request,
+        "request_bytes": len(body),
         "n": n,
         "delay_s": delay,
         "interval_s": interval,
@@ -726,8 +742,12 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def _label(row: dict[str, Any]) -> str:
-    ramp = row.get("ramp_s")
-    return f"{row['server']} (ramp {ramp:g} s)" if ramp else str(row["server"])
+    notes = []
+    if row.get("ramp_s"):
+        notes.append(f"ramp {row['ramp_s']:g} s")
+    if row.get("request", "tiny") != "tiny":
+        notes.append(f"{row['request']} request, {row['request_bytes'] / 1000:.0f} KB")
+    return f"{row['server']} ({', '.join(notes)})" if notes else str(row["server"])
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -827,6 +847,13 @@ def main() -> None:
         help="open the N streams one by one over this many seconds (agents arriving over time, "
         "their keepalive phases spread) instead of all at once; at most T / 4",
     )
+    parser.add_argument(
+        "--request",
+        choices=("tiny", "codex"),
+        default="tiny",
+        help="what each stream sends: a one-line prompt, or a 66 KB Codex replay (Responses "
+        "servers only; what a waiting stream holds grows with its request)",
+    )
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
     parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
     parser.add_argument("--out", default="benchmarks/results")
@@ -899,6 +926,7 @@ def main() -> None:
                             server.pid,
                             args.quiet,
                             args.ramp,
+                            args.request,
                         )
                     )
                 )
