@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import resource
@@ -521,6 +522,43 @@ async def test_upstream_read_timeout_is_the_deadline_unless_given() -> None:
             upstream.release()
             await backend.aclose()
     assert upstream.peak == 1
+
+
+def _dicts_holding(value: str) -> list[dict[Any, Any]]:
+    """Every live dict (or dict subclass) with ``value`` among its values, found through the
+    containers the collector tracks (a dict of strings alone is not tracked, its list is)."""
+    gc.collect()
+    tracked = gc.get_objects()
+    candidates = [*tracked, *(child for parent in tracked for child in gc.get_referents(parent))]
+    return [o for o in candidates if isinstance(o, dict) and value in o.values()]
+
+
+@real_clock
+@pytest.mark.parametrize("upstream_api", [None, "chat"], ids=["same dialect", "bridged"])
+async def test_a_stream_waiting_on_its_upstream_keeps_its_request_only_as_the_bytes_sent(
+    upstream_api: Any,
+) -> None:
+    """While its upstream works, a stream holds its request as the JSON bytes sent, none of the
+    parsed params (about 2.3x the JSON's size as Python objects, for minutes per turn)."""
+    # In the user's turn: nothing echoes it back (a bridged stream keeps the client's tools and
+    # text format to echo them in its answer).
+    marker = "a text only this request carries"
+    client = OneRequest(json.dumps(_responses(marker)).encode())
+    upstream = _HeldUpstream(until=1)
+    with serve(upstream, "uvicorn") as url:
+        config = ProxyConfig(keepalive_s=3600, upstream=url + "/v1", upstream_api=upstream_api)
+        app = ProxyApp(config)
+        try:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(app, dict(_RESPONSES_SCOPE), client.receive, client.send)
+                    assert await anyio.to_thread.run_sync(upstream.reached.wait, 15)
+                    assert _dicts_holding(marker) == []
+                    group.cancel_scope.cancel()
+        finally:
+            upstream.release()
+            assert app.upstream is not None
+            await app.upstream.aclose()
 
 
 def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:

@@ -260,8 +260,10 @@ class ProxyApp:
     async def _timed_backend(self, call: BackendCall) -> Any:
         record = _current.get()
         start = time.monotonic()
+        answer = self.backend(call)
+        del call  # not kept across the wait: the backend decides what of the request it keeps
         try:
-            return await self.backend(call)
+            return await answer
         finally:
             if record is not None:
                 record.upstream_latency = time.monotonic() - start

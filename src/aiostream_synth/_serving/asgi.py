@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -205,6 +204,24 @@ def _backend_for(
     return coalescer.backend(key, call, stream=prepared.stream)
 
 
+class _CallOnce:
+    """A backend call to make once, holding its :class:`BackendCall` only until it is made: from
+    then on the backend alone decides what of the request a waiting stream keeps (the upstream
+    backend keeps the bytes it sent, not the parsed params: ~2.3x the request's JSON size)."""
+
+    __slots__ = ("_backend", "_call")
+
+    def __init__(self, backend: CompletionBackend, call: BackendCall) -> None:
+        self._backend = backend
+        self._call: BackendCall | None = call
+
+    def __call__(self) -> Awaitable[Any]:
+        call, self._call = self._call, None
+        if call is None:
+            raise RuntimeError("this backend call has been made already")
+        return self._backend(call)
+
+
 def backend_call(
     backend: CompletionBackend, prepared: PreparedRequest, headers: Mapping[str, str]
 ) -> Callable[[], Awaitable[Any]]:
@@ -212,15 +229,18 @@ def backend_call(
     upstream's, with the answer converted back to the client's dialect."""
     bridged = prepared.bridged
     if bridged is None:
-        return functools.partial(
+        return _CallOnce(
             backend, BackendCall(prepared.dialect, prepared.params, prepared.stream, headers)
         )
-    upstream_call = BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
+    convert, local_result = bridged.convert, bridged.local_result
+    upstream_call = _CallOnce(
+        backend, BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
+    )
 
     async def call() -> Any:
-        if bridged.local_result is not None:
-            return bridged.local_result
-        return bridged.convert(await backend(upstream_call))
+        if local_result is not None:
+            return local_result
+        return convert(await upstream_call())
 
     return call
 

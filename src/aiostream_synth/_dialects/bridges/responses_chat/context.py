@@ -34,7 +34,8 @@ class ResponsesChatContext:
     echo: dict[str, Any] = field(default_factory=dict)
     #: whether the client asked for output-text logprobs
     logprobs: bool = False
-    #: the upstream messages (their size feeds the truncation warning and usage estimates)
+    #: the upstream messages while converting (their size feeds the truncation warning and
+    #: usage estimates; measured and let go by :meth:`freeze`)
     messages: list[dict[str, Any]] = field(default_factory=list)
     #: an empty probe request answered without calling the upstream (§1.2)
     answer_locally: bool = False
@@ -52,15 +53,19 @@ class ResponsesChatContext:
 
     def freeze(self) -> None:
         """The request is converted: keep what converting the answer reads, compactly (the
-        context lives as long as the turn; an empty frozenset is shared, an empty set is not)."""
+        context lives as long as the turn; an empty frozenset is shared, an empty set is not).
+        Of the upstream messages only their size is kept: holding them would keep the whole
+        converted history (about 2.3x its JSON size in objects) for as long as the turn."""
         self.custom_names = frozenset(self.custom_names) if self.custom_names else NO_NAMES
         self.history_call_ids = (
             frozenset(self.history_call_ids) if self.history_call_ids else NO_NAMES
         )
         self.names.freeze()
+        self._prompt_chars = len(orjson.dumps(self.messages))
+        self.messages = []
 
     def prompt_chars(self) -> int:
-        """The upstream prompt's size in characters of JSON (measured once, when first asked)."""
+        """The upstream prompt's size in characters of JSON (measured when frozen)."""
         if self._prompt_chars is None:
             self._prompt_chars = len(orjson.dumps(self.messages))
         return self._prompt_chars
