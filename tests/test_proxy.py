@@ -561,6 +561,20 @@ async def test_a_stream_waiting_on_its_upstream_keeps_its_request_only_as_the_by
             await app.upstream.aclose()
 
 
+async def test_a_turn_waiting_on_the_embedded_model_keeps_none_of_its_request() -> None:
+    """The embedded model reads what its answer needs before its simulated wait, which then
+    holds nothing of the request (as a real upstream call holds only the bytes it sent)."""
+    text = "a text only this request carries [delay:3600]"
+    client = OneRequest(json.dumps(_responses(text)).encode())
+    app = ProxyApp(ProxyConfig(keepalive_s=3600))
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(app, dict(_RESPONSES_SCOPE), client.receive, client.send)
+            await anyio.wait_all_tasks_blocked()
+            assert _dicts_holding(text) == []
+            group.cancel_scope.cancel()
+
+
 def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:
     with pytest.raises(ValueError, match="max_connections"):
         UpstreamBackend("http://upstream/v1", max_connections=0)

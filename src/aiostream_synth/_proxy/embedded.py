@@ -108,22 +108,18 @@ class EmbeddedBackend:
         self.model = model
 
     async def __call__(self, call: BackendCall) -> dict[str, Any]:
-        params = call.params
-        if call.dialect == "chat":
+        # Everything the answer needs is read before the simulated wait, which then holds
+        # nothing of the request (as a real upstream call holds only the bytes it sent).
+        dialect, params = call.dialect, call.params
+        del call
+        if dialect == "chat":
             text, tool_result = self._chat_input(params)
-        elif call.dialect == "anthropic":
+        elif dialect == "anthropic":
             text, tool_result = self._anthropic_input(params)
         else:
             text, tool_result = self._responses_input(params)
         clean, directives = parse_directives(text)
-        if "delay" in directives:
-            # The ticker's sleep: thousands of simulated turns waiting at once share timers.
-            await tick.sleep(_seconds(directives["delay"]))
-        if "error" in directives:
-            status = int(directives["error"] or 500)
-            hint = " Please try again in 1s." if status == 429 else ""
-            raise EmbeddedError(status, f"embedded backend: simulated HTTP {status}.{hint}")
-        if tool_result is not None:
+        if tool_result is not None:  # (its text is empty: no directives)
             answer, directives = f"The tool returned: {tool_result[:200]}", {}
         else:
             answer = clean or "(empty message)"
@@ -131,13 +127,21 @@ class EmbeddedBackend:
         if "tool" in directives:
             name, _, explicit = directives["tool"].strip().partition(" ")
             directives["tool"] = name
-            tool = self._find_tool(params.get("tools"), name, call.dialect)
+            tool = self._find_tool(params.get("tools"), name, dialect)
             if tool is not None:
                 tool["explicit"] = explicit.strip() or None
         model = str(params.get("model") or self.model)
-        if call.dialect == "chat":
+        del params
+        if "delay" in directives:
+            # The ticker's sleep: thousands of simulated turns waiting at once share timers.
+            await tick.sleep(_seconds(directives["delay"]))
+        if "error" in directives:
+            status = int(directives["error"] or 500)
+            hint = " Please try again in 1s." if status == 429 else ""
+            raise EmbeddedError(status, f"embedded backend: simulated HTTP {status}.{hint}")
+        if dialect == "chat":
             return self._chat(model, answer, clean, directives, tool)
-        if call.dialect == "anthropic":
+        if dialect == "anthropic":
             return self._anthropic(model, answer, clean, directives, tool)
         return self._responses(model, answer, clean, directives, tool)
 
