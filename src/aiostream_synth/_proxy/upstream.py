@@ -25,16 +25,14 @@ pool keeps each walk short. A client passed in (``http_client``) is used alone.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 import httpx2
 import openai
-import orjson
 
 from aiostream_synth._dialects.registry import spec_for
 from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["UpstreamBackend"]
 
@@ -44,18 +42,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 _IDLE_CONNECTIONS = 16
 #: Concurrent calls per shard (see the module docstring).
 SHARD_SIZE = 64
-
-
-def _json_bytes(params: Mapping[str, Any]) -> bytes:
-    """The request body as sent: compact UTF-8 JSON, as the SDK itself writes it (with
-    ``json.dumps`` for what orjson cannot write: integers beyond 64 bits).
-
-    Copied to a bytes object of its own size: orjson's result keeps the capacity it grew to
-    (260 KB behind 63 KB of a Codex turn), and this one is kept for the whole call."""
-    try:
-        return memoryview(orjson.dumps(params)).tobytes()
-    except TypeError:
-        return json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class _Shard:
@@ -169,7 +155,7 @@ class UpstreamBackend:
             else self._headers(call.headers)
         )
         path = spec_for(call.dialect).upstream_path
-        content = _json_bytes(call.params)
+        content = dumps_exact(call.params)  # the SDK's own format, compact UTF-8
         # A waiting stream keeps its request as the bytes sent, not as the parsed params (about
         # 2.3x the JSON's size in Python objects; 66 KB Codex turns, bench_load.py).
         del call
