@@ -34,12 +34,11 @@ class ResponsesChatContext:
     echo: dict[str, Any] = field(default_factory=dict)
     #: whether the client asked for output-text logprobs
     logprobs: bool = False
-    #: the upstream messages while converting (their size feeds the truncation warning and
-    #: usage estimates; measured and let go by :meth:`freeze`)
-    messages: list[dict[str, Any]] = field(default_factory=list)
     #: an empty probe request answered without calling the upstream (§1.2)
     answer_locally: bool = False
-    _prompt_chars: int | None = None
+    #: the upstream messages' size in characters of JSON (the truncation warning and usage
+    #: estimates read it; set by :meth:`freeze`)
+    _prompt_chars: int = 0
 
     def declare_custom(self, name: str) -> None:
         """``name`` is a tool the client declared custom (while converting the request)."""
@@ -51,21 +50,18 @@ class ResponsesChatContext:
         assert isinstance(self.history_call_ids, set), "the context is frozen"
         self.history_call_ids.add(call_id)
 
-    def freeze(self) -> None:
+    def freeze(self, messages: list[dict[str, Any]]) -> None:
         """The request is converted: keep what converting the answer reads, compactly (the
         context lives as long as the turn; an empty frozenset is shared, an empty set is not).
-        Of the upstream messages only their size is kept: holding them would keep the whole
+        Of the upstream ``messages`` only their size is kept: holding them would keep the whole
         converted history (about 2.3x its JSON size in objects) for as long as the turn."""
         self.custom_names = frozenset(self.custom_names) if self.custom_names else NO_NAMES
         self.history_call_ids = (
             frozenset(self.history_call_ids) if self.history_call_ids else NO_NAMES
         )
         self.names.freeze()
-        self._prompt_chars = len(orjson.dumps(self.messages))
-        self.messages = []
+        self._prompt_chars = len(orjson.dumps(messages))
 
     def prompt_chars(self) -> int:
         """The upstream prompt's size in characters of JSON (measured when frozen)."""
-        if self._prompt_chars is None:
-            self._prompt_chars = len(orjson.dumps(self.messages))
         return self._prompt_chars

@@ -191,7 +191,6 @@ def responses_to_chat(
             chat[key] = body[key]
     chat["stream"] = False
     chat.update(options.upstream_extra_body)
-    ctx.messages = messages
     items = body.get("input")
     ctx.answer_locally = (
         isinstance(items, list)
@@ -200,7 +199,7 @@ def responses_to_chat(
         and isinstance(body.get("max_output_tokens"), int)
         and body["max_output_tokens"] <= 16
     )
-    ctx.freeze()
+    ctx.freeze(messages)
     if removals is None:
         report.log(LOG, "responses request bridged to chat")
     return chat, ctx
