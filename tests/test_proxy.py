@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import gc
 import json
 import logging
@@ -20,14 +21,16 @@ import httpx
 import openai
 import pytest
 
-from aiostream_synth import BackendCall
+from aiostream_synth import BackendCall, prepare_request
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
+from aiostream_synth._wire.json import dumps_exact
 
 from .asgi_client import OneRequest
 from .fake_upstream import FakeUpstream
 from .servers import serve
 from .sse_parser import comments, parse
+from .test_forwarding import _fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -523,6 +526,41 @@ async def test_upstream_read_timeout_is_the_deadline_unless_given() -> None:
             upstream.release()
             await backend.aclose()
     assert upstream.peak == 1
+
+
+@real_clock
+async def test_a_codex_replay_reaches_the_upstream_as_prepared() -> None:
+    """P10 through the upstream call's own serialization: the real Codex multi-turn replay
+    (reasoning with ``content: null``, replays without ``id``/``status``, Codex's tools) plus
+    non-ASCII text arrives at the upstream as the prepared params, as JSON."""
+    body = _fixture("multi-turn-replay")
+    body["input"].append({"role": "user", "content": "ünïcødé ✓ 日本語"})
+    body["stream"] = True
+    expected = prepare_request("responses", copy.deepcopy(body)).params
+    fake = FakeUpstream()
+    async with _http(_upstream_proxy(fake)) as http:
+        assert (await http.post("/v1/responses", json=body)).status_code == 200
+    _, received, headers = fake.requests[-1]
+    assert received == expected
+    assert headers["content-type"] == "application/json"
+
+
+def test_the_upstream_body_is_compact_utf8_json_in_bytes_of_its_own_size() -> None:
+    """What an upstream call keeps for minutes: the SDK's own format (compact, UTF-8 unescaped,
+    big integers too) in a bytes object of its own size (orjson's keeps its grown capacity)."""
+    value = {"text": "ünïcødé ✓", "seed": 2**70, "n": [1.5, None, True]}
+    assert (
+        dumps_exact(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    large = {"items": [{"text": "x" * 50_000}]}
+    tracemalloc.start()
+    try:
+        kept = dumps_exact(large)
+        traced, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept) > 50_000
+    assert traced < len(kept) * 1.1
 
 
 #: Where request bodies are parsed: what is still allocated there is what streams keep of the
