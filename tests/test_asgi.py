@@ -19,6 +19,7 @@ from aiostream_synth import (
     StreamSettings,
     SynthesizingApp,
 )
+from aiostream_synth._serving.asgi import RECEIVED_AT
 from aiostream_synth.starlette import synthesizing_routes
 
 from .asgi_client import OneRequest
@@ -598,3 +599,35 @@ async def test_a_cancellation_right_after_the_last_write_still_ends_the_watcher(
             await app(_scope(), client.receive, send)
     assert outer.cancelled_caught
     assert client.waits == ["cancelled"]
+
+
+@pytest.mark.parametrize("adapter", ["native", "sse-starlette"])
+async def test_the_first_frame_is_due_an_interval_after_the_request_arrived(adapter: str) -> None:
+    """A server's arrival stamp (``RECEIVED_AT``, on the loop's clock) counts: a request that
+    waited an interval in the server's queue before the app saw it gets its first keepalive at
+    once, not an interval (here an hour) later. The app takes the stamp out of the scope."""
+    hour = 3600.0
+    options = StreamSettings(keepalive_interval=hour)
+    backend = FakeBackend(delay=hour)
+    app: Any = (
+        SynthesizingApp(backend, options)
+        if adapter == "native"
+        else Starlette(routes=synthesizing_routes(backend, options))
+    )
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        await client.send(message)
+        if message["type"] == "http.response.body":
+            client.gone.set()  # the first keepalive came: leave
+
+    scope = _scope()
+    scope[RECEIVED_AT] = anyio.current_time() - hour
+    with anyio.fail_after(60):
+        await app(scope, client.receive, send)
+    assert client.sent[0]["status"] == 200
+    events = [event.event for body in client.bodies for event in parse(body["body"])]
+    assert events[0] == "response.created"  # (sse-starlette may send the tick's two apart)
+    assert set(events) <= set(LIFECYCLE)
+    assert backend.cancelled
+    assert RECEIVED_AT not in scope

@@ -315,6 +315,72 @@ async def test_keepalive_spacing_on_the_mock_clock(anyio_backend: Any) -> None:
     assert ended == pytest.approx(50.0)  # the result woke the tick sleep, no sixth interval
 
 
+async def test_a_client_that_waited_a_whole_interval_gets_its_first_tick_at_once() -> None:
+    """``waiting_since`` an interval ago (a request that queued in a busy server): the first
+    keepalive is due on entry, not an hour later; the next one an interval after it, not at
+    once to make up for the queueing."""
+    gate = Gate(COMPLETION)
+    hour = 3600.0
+    with anyio.fail_after(60):  # a first tick an interval after entry would be an hour away
+        async with SynthesizedStream(
+            gate,
+            ChatDialect(),
+            keepalive_interval=hour,
+            waiting_since=anyio.current_time() - 3 * hour,
+        ) as stream:
+            first = await stream.__anext__()
+            assert first == b": keep-alive\n\n"
+            assert stream.committed
+            with anyio.move_on_after(0.2) as second:
+                await stream.__anext__()
+            assert second.cancelled_caught  # nothing more for the rest of the hour
+            gate.open.set()
+            rest = [frame async for frame in stream]
+    assert stream.keepalives_sent == 1
+    assert rest[-1] == b"data: [DONE]\n\n"
+
+
+async def test_the_first_tick_is_due_an_interval_after_the_client_began_waiting() -> None:
+    """A client that has waited all but a moment of the hour gets its first keepalive that
+    moment after entry: not an hour later, and not before it is due."""
+    hour, moment = 3600.0, 0.05
+    gate = Gate(COMPLETION)
+    async with SynthesizedStream(
+        gate,
+        ChatDialect(),
+        keepalive_interval=hour,
+        waiting_since=anyio.current_time() - hour + moment,
+    ) as stream:
+        entered = anyio.current_time()
+        with anyio.fail_after(60):
+            assert await stream.__anext__() == b": keep-alive\n\n"
+        waited = anyio.current_time() - entered
+        gate.open.set()
+        async for _ in stream:
+            pass
+    assert waited >= moment - 1e-6
+
+
+async def test_a_waiting_since_in_the_future_counts_as_now() -> None:
+    """A stamp later than entry (another clock's reading) delays nothing: the first keepalive
+    is due an interval after entry."""
+    gate = Gate(COMPLETION)
+    async with SynthesizedStream(
+        gate,
+        ChatDialect(),
+        keepalive_interval=INTERVAL,
+        waiting_since=anyio.current_time() + 3600,
+    ) as stream:
+        entered = anyio.current_time()
+        with anyio.fail_after(60):
+            assert await stream.__anext__() == b": keep-alive\n\n"
+        waited = anyio.current_time() - entered
+        gate.open.set()
+        async for _ in stream:
+            pass
+    assert waited >= INTERVAL - 1e-6
+
+
 @pytest.mark.parametrize("shared", [False, True], ids=["own group", "shared group"])
 async def test_caller_contextvars_reach_the_backend(shared: bool) -> None:
     """The backend runs with a copy of the caller's context, also in a group opened elsewhere."""

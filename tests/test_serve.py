@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -117,6 +118,36 @@ def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
         while metric not in (text := httpx.get(f"{url}/metrics").text):
             assert time.monotonic() < deadline, text
             time.sleep(0.05)
+
+
+def _post(body: dict[str, Any]) -> bytes:
+    raw = json.dumps(body).encode()
+    head = f"POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n"
+    return head.encode() + raw
+
+
+def test_a_request_queued_behind_another_gets_its_first_byte_from_its_arrival() -> None:
+    """uvicorn stamps each request's arrival for the app: a request pipelined behind a stream
+    that lasts longer than the keepalive interval has waited that long when its turn comes,
+    so its first byte follows the first response at once, not an interval later."""
+    interval = 2.0
+    with serve("--keepalive-s", str(interval)) as (_, url):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            first = _post({"model": "m", "input": "[delay:2.5]", "stream": True})
+            queued = _post({"model": "m", "input": "[delay:60]", "stream": True})
+            sock.sendall(first + queued)  # HTTP/1.1 pipelining: the second waits its turn
+            end = b"response.completed"  # then the chunked body's last chunk
+            received = b""
+            while end not in received or b"\r\n0\r\n\r\n" not in received.split(end, 1)[1]:
+                received += sock.recv(65536)
+            first_done = time.monotonic()
+            received = received.split(end, 1)[1].split(b"\r\n0\r\n\r\n", 1)[1]
+            while b"response.created" not in received:
+                received += sock.recv(65536)
+            waited = time.monotonic() - first_done
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received
+    assert waited < interval / 2, waited  # an interval, without the arrival stamp
 
 
 def test_granian_serves_http_1_1_only() -> None:

@@ -80,6 +80,10 @@ class SynthesizedStream:
     * Lazy commit: nothing is produced before the first tick. A result that arrives earlier
       yields just its synthesized stream; a failure that arrives earlier raises
       :class:`BackendError` (HTTP status + OpenAI error body) from the first ``__anext__``.
+    * ``waiting_since``: when the client began waiting (anyio's clock; its request's arrival).
+      The first tick is due ``keepalive_interval`` after it — at once if that has passed —
+      so a request that queued in a busy server is not held silent for a whole interval more
+      than its time in the queue. Default: when the stream is entered.
     * After commit a failure becomes the dialect's terminal failure frames (decision P6).
     * ``timeout`` bounds the backend call; on expiry it is cancelled and fails as a timeout.
     * Leaving the context before the stream ended (consumer gone): ``on_disconnect="cancel"``
@@ -122,6 +126,7 @@ class SynthesizedStream:
         "_task_group",
         "_tick",
         "_timeout",
+        "_waiting_since",
     )
 
     def __init__(
@@ -135,6 +140,7 @@ class SynthesizedStream:
         finish_timeout: float = 60.0,
         on_abandoned: Callable[[StreamOutcome], object] | None = None,
         task_group: TaskStarter | None = None,
+        waiting_since: float | None = None,
     ) -> None:
         if keepalive_interval <= 0:
             raise ValueError("keepalive_interval must be positive")
@@ -160,6 +166,7 @@ class SynthesizedStream:
         self._task_group = task_group
         self._own_task_group: anyio.abc.TaskGroup | None = None  # opened on entry
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
+        self._waiting_since = waiting_since
         self._next_tick = 0.0
         self._keepalives = 0
         self._keepalive_frames = 0
@@ -208,7 +215,10 @@ class SynthesizedStream:
             task_group = self._task_group = own
         self._tick = TickWait()
         now = self._tick.now()
-        self._next_tick = now + self._interval
+        since = now if self._waiting_since is None else min(self._waiting_since, now)
+        # Never before now: a client that waited longer than an interval gets one tick at once,
+        # not one for each interval it spent queued.
+        self._next_tick = max(since + self._interval, now)
         if self._timeout is not None:
             self._deadline = now + self._timeout
         if start_call is not None:

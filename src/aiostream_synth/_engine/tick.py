@@ -31,7 +31,7 @@ from aiostream_synth._engine.loops import running_asyncio_loop
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["TickWait", "Ticker", "sleep", "ticker_for"]
+__all__ = ["TickWait", "Ticker", "now", "sleep", "ticker_for"]
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -179,6 +179,17 @@ class TickWait:
             _resolve(waiter)
         elif self._scope is not None:
             self._scope.cancel()
+
+
+def now() -> float:
+    """The current time on anyio's clock (the running loop's own), as :meth:`TickWait.now`
+    reads it: without ``anyio.current_time()``'s lookups."""
+    loop = running_asyncio_loop()
+    if loop is not None:
+        return loop.time()
+    import trio
+
+    return trio.current_time()
 
 
 def sleep(seconds: float) -> Awaitable[None]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from aiostream_synth._dialects.registry import DIALECTS
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._proxy.uvicorn_http import http_protocol
 
 __all__ = ["run"]
 
@@ -94,6 +95,8 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
             # middleware frame in every stream's task for a value only the log line reads, and
             # the other servers do not rewrite it either. The line shows the header as sent.
             proxy_headers=False,
+            # uvicorn's httptools protocol, stamping each request's arrival (uvicorn_http.py).
+            http=http_protocol(),
         )
     )
     server.run(sockets=[sock] if sock is not None else None)

@@ -11,6 +11,12 @@ output options and shapes every error. One request, in order (nothing is sent be
    ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``); a backend failure before that is a
    real HTTP error; after it, the dialect's terminal failure frames.
 
+The first frame is due one keepalive interval after the request *arrived*, not after the app
+got round to it: in a burst a request can wait in the server's queue for a good part of a
+second, which the client spends in silence too. A server that knows when it began receiving
+the request says so in the scope (:data:`RECEIVED_AT`; ``aiostream-synth serve`` on uvicorn
+does); otherwise the app's first look at the request stands in for it.
+
 While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
 leaving. :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
@@ -59,6 +65,7 @@ from aiostream_synth._engine.loops import running_asyncio_loop
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import OnDisconnect, StreamOutcome, SynthesizedStream
 from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_collapsed
+from aiostream_synth._engine.tick import now
 from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.coerce import as_json_dict
@@ -68,6 +75,7 @@ from aiostream_synth._wire.json import dumps
 
 __all__ = [
     "DEFAULT_ROUTES",
+    "RECEIVED_AT",
     "SSE_HEADERS",
     "BackendCall",
     "ClientGone",
@@ -81,6 +89,7 @@ __all__ = [
     "open_stream",
     "prepare",
     "read_body",
+    "received_at",
     "refuse_when_closing",
     "run_backend_once",
     "send_json",
@@ -92,6 +101,10 @@ Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+#: The scope key a server may set to when it began receiving the request: a float on the event
+#: loop's clock (``loop.time()``, which is anyio's), taken before the app is called.
+RECEIVED_AT = "aiostream_synth.received_at"
 
 SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -164,6 +177,14 @@ class StreamSettings:
         if self.upstream_api is not None:
             for spec in route_table().values():
                 bridge_for(spec.name, self.upstream_api)  # ValueError for a pair with no bridge
+
+
+def received_at(scope: Scope) -> float:
+    """When the client began waiting (anyio's clock): the server's :data:`RECEIVED_AT` stamp,
+    taken out of the scope (nothing else reads it, and a waiting stream's scope lives as long
+    as the stream), else now."""
+    stamp = scope.pop(RECEIVED_AT, None)
+    return stamp if isinstance(stamp, float) else now()
 
 
 def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
@@ -253,10 +274,12 @@ def open_stream(
     headers: Mapping[str, str],
     task_group: TaskStarter | None = None,
     coalescer: Coalescer | None = None,
+    waiting_since: float | None = None,
 ) -> SynthesizedStream:
     """The engine for a prepared streaming request (not yet entered); ``task_group``, when
     given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
-    of it share its backend call."""
+    of it share its backend call; ``waiting_since`` is when the request arrived
+    (:func:`received_at`)."""
     call = backend_call(backend, prepared, headers)
     stream = SynthesizedStream(
         _backend_for(call, spec, prepared, headers, coalescer),
@@ -267,6 +290,7 @@ def open_stream(
         finish_timeout=settings.finish_timeout,
         on_abandoned=settings.on_abandoned,
         task_group=task_group,
+        waiting_since=waiting_since,
     )
     if settings.on_stream is not None:
         settings.on_stream(stream)
@@ -570,6 +594,7 @@ async def handle_request(
     coalescer: Coalescer | None = None,
 ) -> None:
     """Serve one POST in a dialect (a spec, or its name) on the native path."""
+    arrived = received_at(scope)
     spec = spec_for(spec)
     headers = request_headers(scope)
     extra = dict(spec.response_headers())
@@ -588,7 +613,9 @@ async def handle_request(
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
         await _send_answer(send, answer, extra)
         return
-    stream = open_stream(spec, prepared, backend, settings, headers, task_group, coalescer)
+    stream = open_stream(
+        spec, prepared, backend, settings, headers, task_group, coalescer, waiting_since=arrived
+    )
     # The stream holds what it needs: neither the client's body nor a copy of the response
     # headers is kept in this frame for minutes.
     response_headers = _header_pairs(extra)

@@ -37,6 +37,7 @@ from aiostream_synth._serving.asgi import (
     open_stream,
     prepare,
     read_body,
+    received_at,
     refuse_when_closing,
     request_headers,
     run_backend_once,
@@ -139,6 +140,7 @@ def synthesizing_endpoint(
     spec = spec_for(dialect)
 
     async def endpoint(request: Request) -> Response:
+        arrived = received_at(request.scope)
         headers = request_headers(request.scope)
         extra = dict(spec.response_headers())
         try:
@@ -156,7 +158,7 @@ def synthesizing_endpoint(
         if not prepared.stream:
             answer = await run_backend_once(spec, prepared, backend, options, headers)
             return _json(answer.status_code, answer.body, {**extra, **answer.headers})
-        stream = open_stream(spec, prepared, backend, options, headers)
+        stream = open_stream(spec, prepared, backend, options, headers, waiting_since=arrived)
         return SynthesizedEventSourceResponse(
             stream, send_timeout=send_timeout, shutdown=shutdown, headers=extra
         )
