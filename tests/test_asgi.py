@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import MutableMapping
 from typing import Any, cast
 
@@ -630,4 +631,21 @@ async def test_the_first_frame_is_due_an_interval_after_the_request_arrived(adap
     assert events[0] == "response.created"  # (sse-starlette may send the tick's two apart)
     assert set(events) <= set(LIFECYCLE)
     assert backend.cancelled
+    assert RECEIVED_AT not in scope
+
+
+@pytest.mark.parametrize("stamp", [math.nan, math.inf, "12.5", None], ids=repr)
+async def test_an_arrival_stamp_that_is_not_a_time_is_ignored(stamp: Any) -> None:
+    """A stamp that is not a finite float counts as the app's first look at the request: the
+    stream runs as without one."""
+    app = SynthesizingApp(FakeBackend(delay=2 * K), StreamSettings(keepalive_interval=K))
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
+    scope = _scope()
+    scope[RECEIVED_AT] = stamp
+    with anyio.fail_after(10):
+        await app(scope, client.receive, client.send)
+    assert client.sent[0]["status"] == 200
+    events = [event.event for body in client.bodies for event in parse(body["body"])]
+    assert events[0] == "response.created"
+    assert events[-1] == "response.completed"
     assert RECEIVED_AT not in scope

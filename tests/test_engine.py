@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import math
 from typing import Any
 
 import anyio
@@ -417,7 +418,7 @@ async def test_consumer_exception_propagates_unwrapped() -> None:
 
 
 def test_bad_options_are_rejected() -> None:
-    """Non-positive interval or unknown policy: ValueError at construction."""
+    """Non-positive interval, unknown policy or a NaN arrival: ValueError at construction."""
 
     async def backend() -> Any:
         return {}
@@ -426,6 +427,8 @@ def test_bad_options_are_rejected() -> None:
         SynthesizedStream(backend, ChatDialect(), keepalive_interval=0)
     with pytest.raises(ValueError, match="on_disconnect"):
         SynthesizedStream(backend, ChatDialect(), on_disconnect="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="waiting_since"):
+        SynthesizedStream(backend, ChatDialect(), waiting_since=math.nan)
 
 
 async def test_responses_comment_keepalive_still_opens_with_created() -> None:

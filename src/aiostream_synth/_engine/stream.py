@@ -20,6 +20,7 @@ ARCHITECTURE.md.
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -126,7 +127,6 @@ class SynthesizedStream:
         "_task_group",
         "_tick",
         "_timeout",
-        "_waiting_since",
     )
 
     def __init__(
@@ -144,6 +144,8 @@ class SynthesizedStream:
     ) -> None:
         if keepalive_interval <= 0:
             raise ValueError("keepalive_interval must be positive")
+        if waiting_since is not None and math.isnan(waiting_since):
+            raise ValueError("waiting_since must be a time, not NaN")
         if on_disconnect not in ("cancel", "finish"):
             raise ValueError("on_disconnect must be 'cancel' or 'finish'")
         self._backend = backend
@@ -166,8 +168,8 @@ class SynthesizedStream:
         self._task_group = task_group
         self._own_task_group: anyio.abc.TaskGroup | None = None  # opened on entry
         self._pending: list[bytes] = []  # reversed: the next frame is at the end
-        self._waiting_since = waiting_since
-        self._next_tick = 0.0
+        # Until entry: when the client began waiting (inf: not known, so on entry).
+        self._next_tick = math.inf if waiting_since is None else waiting_since
         self._keepalives = 0
         self._keepalive_frames = 0
         self._committed = False
@@ -215,10 +217,9 @@ class SynthesizedStream:
             task_group = self._task_group = own
         self._tick = TickWait()
         now = self._tick.now()
-        since = now if self._waiting_since is None else min(self._waiting_since, now)
         # Never before now: a client that waited longer than an interval gets one tick at once,
         # not one for each interval it spent queued.
-        self._next_tick = max(since + self._interval, now)
+        self._next_tick = max(min(self._next_tick, now) + self._interval, now)
         if self._timeout is not None:
             self._deadline = now + self._timeout
         if start_call is not None:

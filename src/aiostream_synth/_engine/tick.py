@@ -155,11 +155,7 @@ class TickWait:
         """The time on the clock deadlines are on (anyio's, which is the loop's own), read
         straight from the loop: ``anyio.current_time()`` costs about 4 µs of lookups a tick."""
         loop = self._loop
-        if loop is not None:
-            return loop.time()
-        import trio
-
-        return trio.current_time()
+        return loop.time() if loop is not None else _trio_now()
 
     async def _trio_sleep(self, deadline: float) -> None:
         import trio  # not asyncio, so trio: anyio runs on nothing else
@@ -181,15 +177,17 @@ class TickWait:
             self._scope.cancel()
 
 
+def _trio_now() -> float:
+    import trio  # not asyncio, so trio: anyio runs on nothing else
+
+    return trio.current_time()
+
+
 def now() -> float:
     """The current time on anyio's clock (the running loop's own), as :meth:`TickWait.now`
     reads it: without ``anyio.current_time()``'s lookups."""
     loop = running_asyncio_loop()
-    if loop is not None:
-        return loop.time()
-    import trio
-
-    return trio.current_time()
+    return loop.time() if loop is not None else _trio_now()
 
 
 def sleep(seconds: float) -> Awaitable[None]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -184,7 +185,7 @@ def received_at(scope: Scope) -> float:
     taken out of the scope (nothing else reads it, and a waiting stream's scope lives as long
     as the stream), else now."""
     stamp = scope.pop(RECEIVED_AT, None)
-    return stamp if isinstance(stamp, float) else now()
+    return stamp if isinstance(stamp, float) and math.isfinite(stamp) else now()
 
 
 def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
