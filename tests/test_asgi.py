@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import MutableMapping
 from typing import Any, cast
 
@@ -20,7 +21,7 @@ from aiostream_synth import (
     StreamSettings,
     SynthesizingApp,
 )
-from aiostream_synth._serving.asgi import RECEIVED_AT
+from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 from aiostream_synth.starlette import synthesizing_routes
 
 from .asgi_client import OneRequest
@@ -649,3 +650,36 @@ async def test_an_arrival_stamp_that_is_not_a_time_is_ignored(stamp: Any) -> Non
     assert events[0] == "response.created"
     assert events[-1] == "response.completed"
     assert RECEIVED_AT not in scope
+
+
+async def test_a_server_disconnect_callback_replaces_the_watcher_task() -> None:
+    """A server offering ``ON_DISCONNECT``: on asyncio from 3.11 the app hands it a callback
+    instead of keeping a task in ``receive()``; the callback ends the response and cancels the
+    backend, and is withdrawn at the end. Elsewhere (trio, 3.10) the watcher task stays and the
+    server's ``http.disconnect`` does the same."""
+    backend = FakeBackend(delay=3600)
+    app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
+    handed: list[Any] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        await client.send(message)
+        if message["type"] == "http.response.body":  # the client leaves: the server's two signals
+            for callback in [c for c in handed if c is not None][:1]:
+                callback()
+            client.gone.set()
+
+    scope = _scope()
+    scope[ON_DISCONNECT] = handed.append
+    with anyio.fail_after(10):
+        await app(scope, client.receive, send)
+    assert backend.cancelled
+    assert ON_DISCONNECT not in scope
+    if sniffio.current_async_library() == "asyncio" and sys.version_info >= (3, 11):
+        assert len(handed) == 2
+        assert callable(handed[0])
+        assert handed[1] is None
+        assert client.waits == []  # nothing waited in receive() after the body
+    else:
+        assert handed == []
+        assert client.waits == ["woken"]

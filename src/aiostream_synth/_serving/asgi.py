@@ -19,7 +19,10 @@ does); otherwise the app's first look at the request stands in for it.
 
 While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
-leaving. :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
+leaving. A server that can call the app back when the client leaves offers that in the scope
+(:data:`ON_DISCONNECT`; ``aiostream-synth serve`` on uvicorn does): on asyncio from Python 3.11
+the app then registers a callback instead of keeping a task in ``receive()`` (about 1 KiB per
+waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
 
 What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
 unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
@@ -76,6 +79,7 @@ from aiostream_synth._wire.json import dumps
 
 __all__ = [
     "DEFAULT_ROUTES",
+    "ON_DISCONNECT",
     "RECEIVED_AT",
     "SSE_HEADERS",
     "BackendCall",
@@ -86,6 +90,7 @@ __all__ = [
     "answer_locally",
     "backend_call",
     "dialect_error",
+    "disconnect_hook",
     "handle_request",
     "open_stream",
     "prepare",
@@ -106,6 +111,14 @@ Send: TypeAlias = Callable[[Message], Awaitable[None]]
 #: The scope key a server may set to when it began receiving the request: a float on the event
 #: loop's clock (``loop.time()``, which is anyio's), taken before the app is called.
 RECEIVED_AT = "aiostream_synth.received_at"
+#: The scope key a server may set to a function ``watch(callback)``: the server calls
+#: ``callback()`` once, from the event loop (never from within ``watch`` itself), when the
+#: client disconnects before the response is complete — soon after the call if it already has;
+#: ``watch(None)`` withdraws the callback. The app then needs no task waiting in ``receive()``.
+ON_DISCONNECT = "aiostream_synth.on_disconnect"
+
+#: What a server's :data:`ON_DISCONNECT` function is.
+DisconnectHook: TypeAlias = Callable[[Callable[[], object] | None], object]
 
 SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -186,6 +199,12 @@ def received_at(scope: Scope) -> float:
     as the stream), else now."""
     stamp = scope.pop(RECEIVED_AT, None)
     return stamp if isinstance(stamp, float) and math.isfinite(stamp) else now()
+
+
+def disconnect_hook(scope: Scope) -> DisconnectHook | None:
+    """The server's :data:`ON_DISCONNECT` function, taken out of the scope; None without one."""
+    hook = scope.pop(ON_DISCONNECT, None)
+    return hook if callable(hook) else None
 
 
 def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
@@ -381,9 +400,14 @@ async def _watch_disconnect(receive: Receive, cancel: Callable[[], object]) -> N
 
 
 def _write_until_disconnect(
-    stream: SynthesizedStream, receive: Receive, send: Send, headers: list[tuple[bytes, bytes]]
+    stream: SynthesizedStream,
+    receive: Receive,
+    send: Send,
+    headers: list[tuple[bytes, bytes]],
+    hook: DisconnectHook | None = None,
 ) -> Awaitable[None]:
-    """Respond, while a second task watches ``receive``: a disconnect cancels the writing.
+    """Respond, while a second task watches ``receive`` (or, on asyncio from 3.11, the server's
+    disconnect ``hook`` calls back): a disconnect cancels the writing.
 
     Returns the running loop's way of doing it, unawaited: a waiting stream's task resumes
     every coroutine frame between the server and the engine on each tick, so this one is not
@@ -396,7 +420,7 @@ def _write_until_disconnect(
     # writing runs in an ``asyncio.timeout`` the watcher expires (no anyio cancel scope in the
     # request's task at all: its task state costs about 15 µs and 1 KB per request).
     if sys.version_info >= (3, 11):
-        return _write_in_timeout(loop, stream, receive, send, headers)
+        return _write_in_timeout(loop, stream, receive, send, headers, hook)
     return _write_in_cancel_scope(loop, stream, receive, send, headers)  # pragma: no cover
 
 
@@ -441,24 +465,33 @@ def _write_in_timeout(
     receive: Receive,
     send: Send,
     headers: list[tuple[bytes, bytes]],
+    hook: DisconnectHook | None,
 ) -> Awaitable[None]:
     """asyncio from 3.11: the writing inside an ``asyncio.timeout`` that a disconnect expires;
     the watcher never outlives the response. The writing's own coroutine, unawaited: the
     watch is an object it joins, not a frame around it."""
-    return _respond(stream, send, headers, _Watch(loop, receive))
+    return _respond(stream, send, headers, _Watch(loop, receive, hook))
 
 
 class _Watch:
-    """A response's disconnect watcher on asyncio from 3.11: a loop task reading ``receive``
-    that expires :attr:`timeout` (the writing runs inside it) when the client leaves."""
+    """A response's disconnect watcher on asyncio from 3.11, expiring :attr:`timeout` (the
+    writing runs inside it) when the client leaves: the server's disconnect ``hook`` calling
+    back, or without one a loop task reading ``receive``."""
 
-    __slots__ = ("_loop", "_writing", "task", "timeout")
+    __slots__ = ("_hook", "_loop", "_writing", "task", "timeout")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, receive: Receive, hook: DisconnectHook | None
+    ) -> None:
         self._loop = loop
         self._writing = True
+        self._hook = hook
         self.timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
-        self.task = loop.create_task(_watch_disconnect(receive, self._expire))
+        self.task: asyncio.Task[None] | None = None
+        if hook is None:
+            self.task = loop.create_task(_watch_disconnect(receive, self._expire))
+        else:
+            hook(self._expire)  # called back from the loop, after the writing has begun
 
     def _expire(self) -> None:
         if not self._writing:
@@ -466,9 +499,15 @@ class _Watch:
         with contextlib.suppress(RuntimeError):  # not entered yet, or already left
             self.timeout.reschedule(self._loop.time())
 
-    def join(self, responded: bool) -> Awaitable[None]:
-        """End the watcher and wait for it (see :func:`_join_watcher`)."""
+    def join(self, responded: bool) -> Awaitable[None] | None:
+        """End the watch: withdraw the callback (nothing to wait for), or end the watcher task
+        and return the wait for it (see :func:`_join_watcher`)."""
         self._writing = False
+        if self.task is None:
+            if self._hook is not None:
+                self._hook(None)
+                self._hook = None
+            return None
         return _join_watcher(self.task, responded)
 
 
@@ -552,9 +591,10 @@ async def _respond(
         if watch is None or not watch.timeout.expired():
             raise  # not the disconnect's
     finally:
-        if watch is not None:
-            await watch.join(responded)
-    if watch is not None:
+        joined = None if watch is None else watch.join(responded)
+        if joined is not None:
+            await joined
+    if watch is not None and watch.task is not None:
         _raise_what_the_watcher_raised(watch.task)
 
 
@@ -596,6 +636,7 @@ async def handle_request(
 ) -> None:
     """Serve one POST in a dialect (a spec, or its name) on the native path."""
     arrived = received_at(scope)
+    hook = disconnect_hook(scope)
     spec = spec_for(spec)
     headers = request_headers(scope)
     extra = dict(spec.response_headers())
@@ -620,7 +661,7 @@ async def handle_request(
     # The stream holds what it needs: neither the client's body nor a copy of the response
     # headers is kept in this frame for minutes.
     response_headers = _header_pairs(extra)
-    del prepared, extra, name, value
+    del prepared, extra, name, value, headers, arrived
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel
     # the backend, or let it finish). Were the engine inside the watcher's scope, a disconnect
@@ -628,7 +669,7 @@ async def handle_request(
     # waiting stream's task resumes every coroutine frame above the engine on each tick.)
     async with stream:
         with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
-            await _write_until_disconnect(stream, receive, send, response_headers)
+            await _write_until_disconnect(stream, receive, send, response_headers, hook)
 
 
 async def answer_locally(
