@@ -500,14 +500,20 @@ class _Watch:
             self.timeout.reschedule(self._loop.time())
 
     def join(self, responded: bool) -> Awaitable[None] | None:
-        """End the watch: withdraw the callback (nothing to wait for), or end the watcher task
-        and return the wait for it (see :func:`_join_watcher`)."""
+        """End the watch: withdraw the callback, or end the watcher task and return the wait
+        for it (see :func:`_join_watcher`).
+
+        Either way a complete response yields the loop once before its request's own
+        bookkeeping (the proxy's log line and metrics): in a burst of endings every stream's
+        terminal write then goes out before any stream's bookkeeping (the watcher's wait does
+        it; with the callback, end lag p50 at N = 5,000 was 0.16-0.18 s with the yield against
+        0.19-0.27 s without)."""
         self._writing = False
         if self.task is None:
             if self._hook is not None:
                 self._hook(None)
                 self._hook = None
-            return None
+            return asyncio.sleep(0) if responded else None
         return _join_watcher(self.task, responded)
 
 
