@@ -341,44 +341,34 @@ async def test_a_client_that_waited_a_whole_interval_gets_its_first_tick_at_once
     assert rest[-1] == b"data: [DONE]\n\n"
 
 
-async def test_the_first_tick_is_due_an_interval_after_the_client_began_waiting() -> None:
-    """A client that has waited all but a moment of the hour gets its first keepalive that
-    moment after entry: not an hour later, and not before it is due."""
-    hour, moment = 3600.0, 0.05
+async def _first_tick_after_entry(interval: float, waiting_since: float) -> float:
+    """How long after entry the first keepalive came (then the stream is finished)."""
     gate = Gate(COMPLETION)
     async with SynthesizedStream(
-        gate,
-        ChatDialect(),
-        keepalive_interval=hour,
-        waiting_since=anyio.current_time() - hour + moment,
+        gate, ChatDialect(), keepalive_interval=interval, waiting_since=waiting_since
     ) as stream:
         entered = anyio.current_time()
-        with anyio.fail_after(60):
+        with anyio.fail_after(60):  # an hour on either clock when it is counted wrong
             assert await stream.__anext__() == b": keep-alive\n\n"
         waited = anyio.current_time() - entered
         gate.open.set()
         async for _ in stream:
             pass
+    return waited
+
+
+async def test_the_first_tick_is_due_an_interval_after_the_client_began_waiting() -> None:
+    """A client that has waited all but a moment of the hour gets its first keepalive that
+    moment after entry: not an hour later, and not before it is due."""
+    hour, moment = 3600.0, 0.05
+    waited = await _first_tick_after_entry(hour, anyio.current_time() - hour + moment)
     assert waited >= moment - 1e-6
 
 
 async def test_a_waiting_since_in_the_future_counts_as_now() -> None:
     """A stamp later than entry (another clock's reading) delays nothing: the first keepalive
     is due an interval after entry."""
-    gate = Gate(COMPLETION)
-    async with SynthesizedStream(
-        gate,
-        ChatDialect(),
-        keepalive_interval=INTERVAL,
-        waiting_since=anyio.current_time() + 3600,
-    ) as stream:
-        entered = anyio.current_time()
-        with anyio.fail_after(60):
-            assert await stream.__anext__() == b": keep-alive\n\n"
-        waited = anyio.current_time() - entered
-        gate.open.set()
-        async for _ in stream:
-            pass
+    waited = await _first_tick_after_entry(INTERVAL, anyio.current_time() + 3600)
     assert waited >= INTERVAL - 1e-6
 
 
