@@ -12,7 +12,10 @@ each request arrived and calling it back when its client leaves.
   so a streaming app keeps a task waiting there for the whole stream (about 1 KiB). The scope
   carries :data:`~aiostream_synth._serving.asgi.ON_DISCONNECT` instead: a function the app
   hands a callback, which ``connection_lost`` calls (soon after it is handed over when the
-  connection is gone already).
+  connection is gone already). uvicorn notices a lost connection while it reads from it; it
+  stops reading while a second request pipelined behind the first waits its turn, so such a
+  client's leaving is noticed when reading resumes (a task in ``receive()`` resumed it).
+  HTTP clients do not pipeline.
 
 The app takes both out of the scope (:func:`~aiostream_synth._serving.asgi.received_at`,
 :func:`~aiostream_synth._serving.asgi.disconnect_hook`); any other app ignores them. Without
