@@ -126,6 +126,12 @@ def _post(body: dict[str, Any]) -> bytes:
     return head.encode() + raw
 
 
+def _recv(sock: socket.socket, so_far: bytes) -> bytes:
+    chunk = sock.recv(65536)
+    assert chunk, f"the server closed the connection after {so_far!r}"
+    return chunk
+
+
 def test_a_request_queued_behind_another_gets_its_first_byte_from_its_arrival() -> None:
     """uvicorn stamps each request's arrival for the app: a request pipelined behind a stream
     that lasts longer than the keepalive interval has waited that long when its turn comes,
@@ -140,11 +146,11 @@ def test_a_request_queued_behind_another_gets_its_first_byte_from_its_arrival() 
             end = b"response.completed"  # then the chunked body's last chunk
             received = b""
             while end not in received or b"\r\n0\r\n\r\n" not in received.split(end, 1)[1]:
-                received += sock.recv(65536)
+                received += _recv(sock, received)
             first_done = time.monotonic()
             received = received.split(end, 1)[1].split(b"\r\n0\r\n\r\n", 1)[1]
             while b"response.created" not in received:
-                received += sock.recv(65536)
+                received += _recv(sock, received)
             waited = time.monotonic() - first_done
     assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received
     assert waited < interval / 2, waited  # an interval, without the arrival stamp
