@@ -95,7 +95,8 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
             # middleware frame in every stream's task for a value only the log line reads, and
             # the other servers do not rewrite it either. The line shows the header as sent.
             proxy_headers=False,
-            # uvicorn's httptools protocol, stamping each request's arrival (uvicorn_http.py).
+            # uvicorn's httptools protocol, telling the app each request's arrival and calling
+            # it back when its client leaves (uvicorn_http.py).
             http=http_protocol(),
         )
     )
