@@ -12,11 +12,14 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
   task per request would cost a stream, before any app;
 * ``native``  — :class:`SynthesizingApp` (the engine on the native ASGI path) on uvicorn;
 * ``sse-starlette`` — the engine behind the sse-starlette adapter on uvicorn;
-* ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``);
+* ``proxy``   — ``aiostream-synth serve`` (embedded model, ``[delay:T]``) on its default
+  server, ``lean`` (``_proxy/lean_http.py``);
 * ``proxy-w2``— the same with ``--workers 2``;
 * ``proxy-trio`` — the same on hypercorn's trio worker (``--loop trio``);
 * ``proxy-granian`` / ``proxy-hypercorn`` — the same on granian (Rust HTTP, asyncio + uvloop) /
   hypercorn's asyncio worker;
+* ``proxy-uvicorn`` — the same on uvicorn (``--server uvicorn``, asyncio + uvloop, httptools,
+  with ``serve``'s own protocol subclass), the default before the lean server;
 * ``proxy-anthropic`` — ``aiostream-synth serve`` answering ``POST /v1/messages`` (Anthropic
   Messages: ``ping`` keepalives, ``message_stop`` at the end) from the same embedded model;
 * ``proxy-upstream`` — ``aiostream-synth serve --upstream`` in front of a non-streaming
@@ -72,6 +75,7 @@ SERVERS = (
     "proxy-bridge",
     "proxy-granian",
     "proxy-hypercorn",
+    "proxy-uvicorn",
 )
 #: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
 UPSTREAM_OFFSET = 500
@@ -459,6 +463,8 @@ def start_server(
             command += ["--server", "granian"]
         if kind == "proxy-hypercorn":
             command += ["--server", "hypercorn", "--loop", "asyncio"]
+        if kind == "proxy-uvicorn":
+            command += ["--server", "uvicorn"]
         if kind in ("proxy-upstream", "proxy-bridge"):
             command += ["--upstream", f"http://127.0.0.1:{port + UPSTREAM_OFFSET}/v1"]
         if kind == "proxy-bridge":

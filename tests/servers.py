@@ -1,4 +1,5 @@
-"""Real ASGI servers on loopback for tests: uvicorn (asyncio) and hypercorn (trio), in a thread."""
+"""Real ASGI servers on loopback for tests: uvicorn (asyncio), hypercorn (trio) and ``serve``'s
+lean server (asyncio), in a thread."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import functools
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -33,8 +34,9 @@ def _wait_listening(port: int, stop: threading.Event, timeout: float = 10.0) -> 
 
 @contextlib.contextmanager
 def serve(app: Any, kind: str, *, lifespan: bool = False) -> Iterator[str]:
-    """Run ``app`` on ``uvicorn`` (asyncio) or ``hypercorn-trio``; yield its base URL.
-    ``lifespan`` runs the app's ASGI lifespan (uvicorn), as a production server does."""
+    """Run ``app`` on ``uvicorn`` (asyncio), ``hypercorn-trio`` or ``lean`` (``serve``'s own
+    HTTP server, which always runs the lifespan); yield its base URL. ``lifespan`` runs the
+    app's ASGI lifespan (uvicorn), as a production server does."""
     port = free_port()
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -81,6 +83,33 @@ def serve(app: Any, kind: str, *, lifespan: bool = False) -> Iterator[str]:
 
         def shutdown() -> None:
             stop.set()
+
+    elif kind == "lean":
+        import asyncio
+
+        from aiostream_synth._proxy import lean_http
+
+        stoppers: list[Callable[[], object]] = []
+
+        async def lean_main() -> None:
+            loop = asyncio.get_running_loop()
+            stopping, forced = asyncio.Event(), asyncio.Event()
+            stoppers.append(lambda: loop.call_soon_threadsafe(stopping.set))
+
+            async def drain() -> None:
+                pass
+
+            await lean_http.run(app, port=port, drain=drain, stopping=stopping, forced=forced)
+
+        def run() -> None:
+            try:
+                asyncio.run(lean_main())
+            except BaseException as exc:  # pragma: no cover - surfaced below
+                errors.append(exc)
+
+        def shutdown() -> None:
+            for stopper in stoppers:
+                stopper()
 
     else:  # pragma: no cover
         raise ValueError(kind)

@@ -90,13 +90,13 @@ class Requests:
 
 @pytest.fixture
 def proxy(request: pytest.FixtureRequest) -> Iterator[tuple[str, Counting, Requests]]:
-    """The proxy (embedded model) on uvicorn with its lifespan; options from the test's
-    ``proxy_options`` marker."""
+    """The proxy (embedded model) on ``serve``'s own HTTP server (lean, which runs the
+    lifespan); options from the test's ``proxy_options`` marker."""
     marker = request.node.get_closest_marker("proxy_options")
     options: dict[str, Any] = {"keepalive_s": 0.3, **(marker.kwargs if marker else {})}
     backend = Counting()
     app = Requests(ProxyApp(ProxyConfig(**options), backend=backend))
-    with serve(app, "uvicorn", lifespan=True) as url:
+    with serve(app, "lean") as url:
         yield url, backend, app
 
 

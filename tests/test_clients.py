@@ -363,7 +363,7 @@ def _codex(
 def codex_proxy() -> Iterator[tuple[str, Recorder, list[float]]]:
     settings: list[float] = [0.3]
     recorder = Recorder(ProxyApp(ProxyConfig(keepalive_s=settings[0])))
-    with serve(recorder, "uvicorn") as url:
+    with serve(recorder, "lean") as url:  # `serve`'s own HTTP server, as the CLI runs it
         yield url, recorder, settings
 
 

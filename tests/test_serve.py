@@ -67,7 +67,8 @@ def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 
 
 SERVERS = {
-    "uvicorn": ("--loop", "asyncio"),
+    "lean": (),  # the default
+    "uvicorn": ("--server", "uvicorn", "--loop", "asyncio"),
     "hypercorn-trio": ("--loop", "trio"),
     "granian": ("--server", "granian"),
 }
@@ -132,12 +133,14 @@ def _recv(sock: socket.socket, so_far: bytes) -> bytes:
     return chunk
 
 
-def test_a_request_queued_behind_another_gets_its_first_byte_from_its_arrival() -> None:
-    """uvicorn stamps each request's arrival for the app: a request pipelined behind a stream
-    that lasts longer than the keepalive interval has waited that long when its turn comes,
-    so its first byte follows the first response at once, not an interval later."""
+@pytest.mark.parametrize("server", ["uvicorn", "lean"])
+def test_a_request_queued_behind_another_gets_its_first_byte_from_its_arrival(server: str) -> None:
+    """uvicorn (our protocol) and lean stamp each request's arrival for the app: a request
+    pipelined behind a stream that lasts longer than the keepalive interval has waited that
+    long when its turn comes, so its first byte follows the first response at once, not an
+    interval later."""
     interval = 2.0
-    with serve("--keepalive-s", str(interval)) as (_, url):
+    with serve("--keepalive-s", str(interval), *SERVERS[server]) as (_, url):
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=30) as sock:
             first = _post({"model": "m", "input": "[delay:2.5]", "stream": True})
@@ -186,9 +189,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_two_workers_share_the_port() -> None:
+@pytest.mark.parametrize("server", ["uvicorn", "lean"])
+def test_two_workers_share_the_port(server: str) -> None:
     """--workers 2: two processes serve one port; requests succeed; SIGTERM stops them all."""
-    with serve("--workers", "2", "--keepalive-s", "0.1") as (process, url):
+    with serve("--workers", "2", "--keepalive-s", "0.1", *SERVERS[server]) as (process, url):
         assert len(_children(process.pid)) == 2
         with httpx.Client(timeout=30) as client:
             for i in range(6):
@@ -353,6 +357,7 @@ def test_the_startup_heap_is_frozen_before_serving(
         full_collections_at_start.append(gc.get_threshold()[2])
 
     monkeypatch.setattr(_serve, "_uvicorn", fake_server)
+    monkeypatch.setattr(_serve, "_lean", fake_server)
     monkeypatch.setattr(_serve, "_hypercorn", fake_server)
     gc.unfreeze()
     thresholds = gc.get_threshold()
@@ -369,10 +374,10 @@ def test_the_startup_heap_is_frozen_before_serving(
 
 @pytest.mark.parametrize(
     ("server", "loop"),
-    [("uvicorn", "asyncio"), ("hypercorn", "asyncio"), ("hypercorn", "trio")],
+    [("uvicorn", "asyncio"), ("hypercorn", "asyncio"), ("hypercorn", "trio"), ("lean", "asyncio")],
 )
 def test_every_server_listens_with_a_deep_accept_queue(
-    server: Literal["uvicorn", "hypercorn"],
+    server: Literal["uvicorn", "hypercorn", "lean"],
     loop: Literal["asyncio", "trio"],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -382,6 +387,7 @@ def test_every_server_listens_with_a_deep_accept_queue(
     import hypercorn.trio
     import uvicorn
 
+    from aiostream_synth._proxy import lean_http
     from aiostream_synth._proxy import serve as _serve
     from aiostream_synth._proxy.app import ProxyConfig
 
@@ -393,9 +399,13 @@ def test_every_server_listens_with_a_deep_accept_queue(
     async def hypercorn_serve(app: object, config: Any, **kwargs: object) -> None:
         backlogs.append(config.backlog)
 
+    async def lean_serve(app: object, *, backlog: int, **kwargs: object) -> None:
+        backlogs.append(backlog)
+
     monkeypatch.setattr(uvicorn.Server, "run", uvicorn_run)
     monkeypatch.setattr(hypercorn.asyncio, "serve", hypercorn_serve)
     monkeypatch.setattr(hypercorn.trio, "serve", hypercorn_serve)
+    monkeypatch.setattr(lean_http, "serve", lean_serve)
     # not under test here, and a frozen heap would hide referrers from the rest of the session
     monkeypatch.setattr(_serve, "_tune_garbage_collector", lambda: None)
     _serve._serve_one(ProxyConfig(server=server, loop=loop))

@@ -109,7 +109,9 @@ class ProxyConfig:
     drain_timeout: float = 30.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 1
-    server: Literal["uvicorn", "hypercorn", "granian"] = "uvicorn"
+    #: The HTTP server: ``lean`` (_proxy/lean_http.py, the least memory per open stream),
+    #: ``uvicorn``, ``hypercorn`` or ``granian``.
+    server: Literal["lean", "uvicorn", "hypercorn", "granian"] = "lean"
     #: "auto": uvloop when installed, else asyncio.
     loop: Literal["auto", "asyncio", "uvloop", "trio"] = "auto"
     log_level: str = "info"
