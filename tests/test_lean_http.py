@@ -498,9 +498,19 @@ async def _sends_a_bad_header(scope: Any, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": [(b"x", b"a\r\nb")]})
 
 
+async def _sends_its_body_first(scope: Any, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.body", "body": b"too early"})
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize(
-    "app", [_fails_before_answering, _returns_without_answering, _sends_a_bad_header]
+    "app",
+    [
+        _fails_before_answering,
+        _returns_without_answering,
+        _sends_a_bad_header,
+        _sends_its_body_first,
+    ],
 )
 def test_an_app_that_fails_before_answering_gives_a_500(
     loop: str, app: Any, caplog: pytest.LogCaptureFixture
@@ -517,14 +527,28 @@ def test_an_app_that_fails_before_answering_gives_a_500(
     assert "the ASGI app" in caplog.text
 
 
-@pytest.mark.parametrize("loop", LOOPS)
-def test_an_app_that_fails_mid_answer_closes_the_connection(loop: str) -> None:
-    """The client sees a chunked body without its last chunk (an error), not a complete one."""
+async def _fails_mid_answer(scope: Any, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+    raise ValueError("broken mid-stream")
 
-    async def app(scope: Any, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
-        raise ValueError("broken mid-stream")
+
+async def _returns_mid_answer(scope: Any, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+
+
+async def _overruns_its_length(scope: Any, receive: Receive, send: Send) -> None:
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"3")]}
+    )
+    await send({"type": "http.response.body", "body": b"four"})
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("app", [_fails_mid_answer, _returns_mid_answer, _overruns_its_length])
+def test_an_app_that_fails_mid_answer_closes_the_connection(loop: str, app: Any) -> None:
+    """The client sees an answer cut short (an error to its parser), never a complete one."""
 
     async def main() -> None:
         async with _listening(app) as (port, _):
@@ -688,6 +712,20 @@ def test_pipelined_requests_cut_anywhere_reach_the_app_as_sent(
     asyncio.run(asyncio.wait_for(main(), 10))
 
 
+async def _start_running(
+    app: Any, drain: Callable[[], Awaitable[None]]
+) -> tuple[int, asyncio.Event, asyncio.Event, asyncio.Future[None]]:
+    """``lean_http.run`` in a task: its port, its ``stopping`` and ``forced`` events, the task."""
+    ports: asyncio.Queue[int] = asyncio.Queue()
+    stopping, forced = asyncio.Event(), asyncio.Event()
+    server = asyncio.ensure_future(
+        lean_http.run(
+            app, drain=drain, stopping=stopping, forced=forced, listening=ports.put_nowait
+        )
+    )
+    return await ports.get(), stopping, forced, server
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_run_starts_the_lifespan_and_stops_gracefully(loop: str) -> None:
     """``run``: the lifespan's startup before the first request; on stop, the app's drain,
@@ -715,14 +753,7 @@ def test_run_starts_the_lifespan_and_stops_gracefully(loop: str) -> None:
         release.set()
 
     async def main() -> None:
-        ports: asyncio.Queue[int] = asyncio.Queue()
-        stopping, forced = asyncio.Event(), asyncio.Event()
-        server = asyncio.ensure_future(
-            lean_http.run(
-                app, drain=drain, stopping=stopping, forced=forced, listening=ports.put_nowait
-            )
-        )
-        port = await ports.get()
+        port, stopping, _, server = await _start_running(app, drain)
         idle = await _Client.open(port)
         idle.send(_post("/idle", b""))
         await idle.response()
@@ -764,14 +795,8 @@ def test_run_forced_cancels_what_is_still_running(loop: str) -> None:
         await asyncio.Event().wait()  # never drains: only the forced stop ends it
 
     async def main() -> None:
-        ports: asyncio.Queue[int] = asyncio.Queue()
-        stopping, forced = asyncio.Event(), asyncio.Event()
-        server = asyncio.ensure_future(
-            lean_http.run(
-                app, drain=drain, stopping=stopping, forced=forced, listening=ports.put_nowait
-            )
-        )
-        client = await _Client.open(await ports.get())
+        port, stopping, forced, server = await _start_running(app, drain)
+        client = await _Client.open(port)
         client.send(_post("/", b""))
         await entered.wait()
         stopping.set()

@@ -453,15 +453,17 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def pause_reading(self) -> None:
-        if not self.reading_paused and self.transport is not None and not self.closed:
+        transport = self.transport
+        if not self.reading_paused and transport is not None and not transport.is_closing():
             self.reading_paused = True
-            self.transport.pause_reading()
+            transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if self.reading_paused and not self.pipeline and not self.closed:
+        transport = self.transport
+        if self.reading_paused and not self.pipeline and transport is not None:
             self.reading_paused = False
-            assert self.transport is not None
-            self.transport.resume_reading()
+            if not transport.is_closing():  # closing: it reads no more anyway
+                transport.resume_reading()
 
     def _cancel_idle(self) -> None:
         if self.idle is not None:
