@@ -5,9 +5,10 @@
   asyncio (uvloop when installed). SIGTERM/SIGINT: the listening socket closes, open streams
   get ``drain_timeout`` to finish and the rest end with their terminal failure event, idle
   connections close, then the lifespan's shutdown; a second signal stops at once.
-* uvicorn (``--server uvicorn``; uvloop and httptools when installed, else asyncio and h11): on the first SIGTERM/SIGINT the listening
-  sockets close, open streams get ``drain_timeout`` to finish and the rest end with their
-  terminal failure event ("server shutting down"); then uvicorn exits.
+* uvicorn (``--server uvicorn``; uvloop and httptools when installed, else asyncio and h11):
+  on the first SIGTERM/SIGINT the listening sockets close, open streams get ``drain_timeout``
+  to finish and the rest end with their terminal failure event ("server shutting down"); then
+  uvicorn exits.
 * hypercorn with its trio worker (``--loop trio``) or asyncio: the same drain in the shutdown
   trigger, then hypercorn's own graceful close.
 * granian (``--server granian``, the ``granian`` extra): its Rust HTTP server runs the ASGI
