@@ -265,13 +265,16 @@ def test_a_client_leaving_mid_response_calls_back_once_and_ends_receive(loop: st
         ended.set()
 
     async def main() -> None:
-        async with _listening(app) as (port, _):
+        async with _listening(app) as (port, state):
             client = await _Client.open(port)
             client.send(_post("/", b""))
             await streaming.wait()
+            (conn,) = state.connections
             client.close()
             await ended.wait()
             assert calls == ["left"]
+            # nothing left for the collector: the connection lets its exchange and parser go
+            assert (conn.current, conn.parsing, conn.parser) == (None, None, None)
 
     _run(loop, main)
 

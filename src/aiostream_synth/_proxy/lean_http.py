@@ -296,6 +296,8 @@ class _Exchange:
         head = [_status_line(status), _Date.now()]
         remaining: int | None = None
         chunked = False
+        # Answered before the request was read whole (an error, say): the rest of its body
+        # would have to be read and thrown away before the next request; it closes instead.
         keep_alive = self.keep_alive and self.body_done
         closes = False
         for name, value in message.get("headers", ()):
@@ -322,8 +324,6 @@ class _Exchange:
         if not keep_alive and not closes:
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
-        # Answered before the request was read whole (an error, say): the rest of its body
-        # would have to be read and thrown away before the next request; it closes instead.
         self.keep_alive = keep_alive
         self.remaining = remaining
         self.chunked = chunked
@@ -426,8 +426,12 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         self.pipeline = None
-        if self.current is not None:
-            self.current.lost()
+        current = self.current
+        # No reference cycles left for the collector: the exchanges and the parser (whose
+        # bound methods hold this connection) are let go here.
+        self.current = self.parsing = self.parser = None
+        if current is not None:
+            current.lost()
 
     def pause_writing(self) -> None:
         self.write_paused = True
