@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import MutableMapping
 from typing import Any, cast
 
@@ -653,10 +652,10 @@ async def test_an_arrival_stamp_that_is_not_a_time_is_ignored(stamp: Any) -> Non
 
 
 async def test_a_server_disconnect_callback_replaces_the_watcher_task() -> None:
-    """A server offering ``ON_DISCONNECT``: on asyncio from 3.11 the app hands it a callback
-    instead of keeping a task in ``receive()``; the callback ends the response and cancels the
-    backend, and is withdrawn at the end. Elsewhere (trio, 3.10) the watcher task stays and the
-    server's ``http.disconnect`` does the same."""
+    """A server offering ``ON_DISCONNECT``: on asyncio the app hands it a callback instead of
+    keeping a task in ``receive()``; the callback ends the response and cancels the backend,
+    and is withdrawn at the end. On trio the watcher task stays and the server's
+    ``http.disconnect`` does the same."""
     backend = FakeBackend(delay=3600)
     app = SynthesizingApp(backend, StreamSettings(keepalive_interval=K))
     client = OneRequest(json.dumps(RESPONSES_BODY).encode())
@@ -675,7 +674,7 @@ async def test_a_server_disconnect_callback_replaces_the_watcher_task() -> None:
         await app(scope, client.receive, send)
     assert backend.cancelled
     assert ON_DISCONNECT not in scope
-    if sniffio.current_async_library() == "asyncio" and sys.version_info >= (3, 11):
+    if sniffio.current_async_library() == "asyncio":
         assert len(handed) == 2
         assert callable(handed[0])
         assert handed[1] is None

@@ -20,9 +20,9 @@ does); otherwise the app's first look at the request stands in for it.
 While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
 leaving. A server that can call the app back when the client leaves offers that in the scope
-(:data:`ON_DISCONNECT`; ``aiostream-synth serve`` on uvicorn does): on asyncio from Python 3.11
-the app then registers a callback instead of keeping a task in ``receive()`` (about 1 KiB per
-waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
+(:data:`ON_DISCONNECT`; ``aiostream-synth serve`` does, on its own server and on uvicorn): on
+asyncio the app then registers a callback instead of keeping a task in ``receive()`` (about
+1 KiB per waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
 
 What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
 unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
@@ -406,7 +406,7 @@ def _write_until_disconnect(
     headers: list[tuple[bytes, bytes]],
     hook: DisconnectHook | None = None,
 ) -> Awaitable[None]:
-    """Respond, while a second task watches ``receive`` (or, on asyncio from 3.11, the server's
+    """Respond, while a second task watches ``receive`` (or, on asyncio, the server's
     disconnect ``hook`` calls back): a disconnect cancels the writing.
 
     Returns the running loop's way of doing it, unawaited: a waiting stream's task resumes
@@ -421,7 +421,7 @@ def _write_until_disconnect(
     # request's task at all: its task state costs about 15 µs and 1 KB per request).
     if sys.version_info >= (3, 11):
         return _write_in_timeout(loop, stream, receive, send, headers, hook)
-    return _write_in_cancel_scope(loop, stream, receive, send, headers)  # pragma: no cover
+    return _write_in_cancel_scope(loop, stream, receive, send, headers, hook)  # pragma: no cover
 
 
 async def _write_watched_by_a_task_group(
@@ -445,18 +445,31 @@ async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
     receive: Receive,
     send: Send,
     headers: list[tuple[bytes, bytes]],
+    hook: DisconnectHook | None,
 ) -> None:
-    """asyncio before 3.11: the writing inside an anyio cancel scope the watcher cancels."""
+    """asyncio before 3.11: the writing inside an anyio cancel scope that the server's
+    disconnect ``hook`` calls back to cancel, or without one a watcher task."""
     writing = anyio.CancelScope()
-    watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
+    watcher_task = None
+    if hook is None:
+        watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
+    else:
+        hook(writing.cancel)  # called back from the loop (a scope cancelled before entry works)
     responded = False
     try:
         with writing:
             await _respond(stream, send, headers)
             responded = True
     finally:
-        await _join_watcher(watcher_task, responded)
-    _raise_what_the_watcher_raised(watcher_task)
+        if watcher_task is not None:
+            await _join_watcher(watcher_task, responded)
+        else:
+            assert hook is not None
+            hook(None)
+            if responded:
+                await asyncio.sleep(0)  # as _Watch.join: the terminal writes of a burst first
+    if watcher_task is not None:
+        _raise_what_the_watcher_raised(watcher_task)
 
 
 def _write_in_timeout(
