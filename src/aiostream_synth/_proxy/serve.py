@@ -49,6 +49,13 @@ _BACKLOG = 4096
 _GRANIAN_CONCURRENCY = 1_000_000
 
 
+async def _drain_streams(app: ProxyApp, config: ProxyConfig) -> None:
+    """The first SIGTERM/SIGINT on any server: open streams get ``drain_timeout`` to finish,
+    the rest end with their terminal failure event."""
+    aborted = await app.shutdown.shutdown(config.drain_timeout)
+    LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+
+
 def _bind(config: ProxyConfig) -> socket.socket:
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -80,8 +87,7 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
         async def _drain(self) -> None:
             for server in getattr(self, "servers", []):
                 server.close()  # stop accepting
-            aborted = await app.shutdown.shutdown(config.drain_timeout)
-            LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+            await _drain_streams(app, config)
             self.should_exit = True
 
     server = DrainingServer(
@@ -177,8 +183,7 @@ def _granian(app: ProxyApp, config: ProxyConfig) -> None:
         loop = asyncio.get_running_loop()
 
         async def drain() -> None:
-            aborted = await app.shutdown.shutdown(config.drain_timeout)
-            LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+            await _drain_streams(app, config)
             server.stop()  # type: ignore[no-untyped-call]
 
         draining: list[asyncio.Task[None]] = []
@@ -213,17 +218,13 @@ def _lean(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> Non
             "(or choose --server uvicorn)"
         ) from None
 
-    async def drain() -> None:
-        aborted = await app.shutdown.shutdown(config.drain_timeout)
-        LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
-
     main = lean_http.serve(
         app,  # type: ignore[arg-type]
         host=config.host,
         port=config.port,
         sock=sock,
         backlog=_BACKLOG,
-        drain=drain,
+        drain=functools.partial(_drain_streams, app, config),
     )
     if config.loop in ("auto", "uvloop"):
         with contextlib.suppress(ImportError):

@@ -22,7 +22,8 @@ request's scope, so the engine's disconnect policy runs within a scheduling step
 leaving. A server that can call the app back when the client leaves offers that in the scope
 (:data:`ON_DISCONNECT`; ``aiostream-synth serve`` does, on its own server and on uvicorn): on
 asyncio the app then registers a callback instead of keeping a task in ``receive()`` (about
-1 KiB per waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly.
+1 KiB per waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams
+cleanly.
 
 What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
 unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
