@@ -21,6 +21,8 @@ from aiostream_synth._proxy import lean_http
 from aiostream_synth._proxy.lean_http import _Connection, _Server
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
+from .fake_transport import FakeTransport
+
 LOOPS = ["asyncio", "uvloop"]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -582,34 +584,6 @@ def test_an_idle_keep_alive_connection_is_closed(
     _run(loop, main)
 
 
-class _Transport(asyncio.Transport):
-    """A transport that keeps what is written (for the tests that drive a protocol by hand)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = b""
-        self.closing = False
-        self.paused = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
-
-    def write(self, data: Any) -> None:
-        self.written += bytes(data)
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
-
-
 def test_send_waits_while_the_transport_is_full() -> None:
     """While the transport asks to pause writing, the app's ``send`` waits; it resumes when
     the transport drains, and a client leaving meanwhile ends the wait too."""
@@ -628,7 +602,7 @@ def test_send_waits_while_the_transport_is_full() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         conn = _Connection(_Server(app, loop))
-        transport = _Transport()
+        transport = FakeTransport()
         conn.connection_made(transport)
         conn.pause_writing()
         conn.data_received(_post("/", b""))
@@ -684,7 +658,7 @@ def test_pipelined_requests_cut_anywhere_reach_the_app_as_sent(
         loop = asyncio.get_running_loop()
         state = _Server(_echo, loop)
         conn = _Connection(state)
-        transport = _Transport()
+        transport = FakeTransport()
         conn.connection_made(transport)
         for piece in pieces:
             await _until(

@@ -16,32 +16,9 @@ from uvicorn.server import ServerState
 from aiostream_synth._proxy.uvicorn_http import http_protocol
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
+from .fake_transport import FakeTransport
+
 REQUEST = b"POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
-
-
-class _Transport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.closing = False
-        self.written = b""
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def write(self, data: Any) -> None:
-        self.written += bytes(data)
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 class _Request:
@@ -58,7 +35,7 @@ class _Request:
         self.seen.set()
         await self.release.wait()
 
-    async def open(self) -> tuple[Any, _Transport]:
+    async def open(self) -> tuple[Any, FakeTransport]:
         config = uvicorn.Config(
             self.app, lifespan="off", http=http_protocol(), log_level="error", interface="asgi3"
         )
@@ -66,7 +43,7 @@ class _Request:
         protocol = config.http_protocol_class(  # type: ignore[call-arg]
             config=config, server_state=ServerState(), app_state={}
         )
-        transport = _Transport()
+        transport = FakeTransport()
         protocol.connection_made(transport)
         protocol.data_received(REQUEST)
         await self.seen.wait()  # the request's task runs

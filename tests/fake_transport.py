@@ -1,0 +1,33 @@
+"""An asyncio transport that keeps what is written, for tests that drive a server's protocol
+object by hand (``serve``'s uvicorn protocol, the lean server)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+        self.closing = False
+        self.paused = False  # reading paused by the protocol
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
+
+    def write(self, data: Any) -> None:
+        self.written += bytes(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
