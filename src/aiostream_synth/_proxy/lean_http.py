@@ -157,7 +157,6 @@ class _Exchange:
         "bodyless",
         "chunked",
         "conn",
-        "delivered",
         "done",
         "expect_continue",
         "keep_alive",
@@ -168,16 +167,18 @@ class _Exchange:
         "waiter",
     )
 
-    def __init__(self, conn: _Connection, scope: dict[str, Any], expect_continue: bool) -> None:
+    def __init__(
+        self, conn: _Connection, scope: dict[str, Any], expect_continue: bool, keep_alive: bool
+    ) -> None:
         self.conn = conn
         self.scope = scope
-        #: Request body received and not yet handed to the app (None once all of it was).
+        #: Request body received and not yet handed to the app; None once the app was handed
+        #: the request's last body message.
         self.body: bytearray | None = bytearray()
         self.body_done = False  # the parser saw the request's end
-        self.delivered = False  # the app was handed the request's last body message
         self.waiter: asyncio.Future[None] | None = None  # a receive() waiting
         self.expect_continue = expect_continue
-        self.keep_alive = True
+        self.keep_alive = keep_alive
         self.bodyless = scope["method"] == "HEAD"  # the response has no body
         self.started = False  # the response head was written
         self.chunked = False
@@ -249,7 +250,7 @@ class _Exchange:
             self.expect_continue = False
             if not self.started and not conn.closed:
                 conn.write(_CONTINUE)
-        while not self.delivered:
+        while self.body is not None:
             if conn.closed:
                 return {"type": "http.disconnect"}
             body = self.body
@@ -260,11 +261,7 @@ class _Exchange:
                     "body": bytes(body) if body else b"",
                     "more_body": more,
                 }
-                if more:
-                    self.body = bytearray()
-                else:
-                    self.body = None
-                    self.delivered = True
+                self.body = bytearray() if more else None
                 conn.resume_reading()
                 return message
             conn.resume_reading()
@@ -596,9 +593,9 @@ class _Connection(asyncio.Protocol):
             "headers": headers,
             RECEIVED_AT: self.received_at,
         }
-        exchange = _Exchange(self, scope, expect_continue)
+        keep_alive = version == "1.1" and parser.should_keep_alive()
+        exchange = _Exchange(self, scope, expect_continue, keep_alive)
         scope[ON_DISCONNECT] = exchange.watch
-        exchange.keep_alive = version == "1.1" and parser.should_keep_alive()
         self.parsing = exchange
         if self.current is None:
             self._start(exchange)
