@@ -584,6 +584,100 @@ def test_an_idle_keep_alive_connection_is_closed(
     _run(loop, main)
 
 
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_connection_that_sends_nothing_is_closed(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lean_http, "HEAD_TIMEOUT_S", 0.05)
+
+    async def main() -> None:
+        async with _listening(_echo) as (port, state):
+            client = await _Client.open(port)
+            assert await client.reader.read() == b""  # closed, nothing written
+            client.close()
+            await _until(lambda: not state.connections)
+
+    _run(loop, main)
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "after-a-response"])
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_request_head_that_never_ends_gets_a_408(
+    loop: str, fresh: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lean_http, "HEAD_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(lean_http, "KEEP_ALIVE_S", 60.0)  # an idle period alone never closes
+
+    async def main() -> None:
+        async with _listening(_echo) as (port, state):
+            client = await _Client.open(port)
+            if not fresh:
+                client.send(_post("/", b""))
+                await client.response()
+            client.send(b"POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Le")
+            response, body = await client.response()
+            assert response.status_code == 408
+            assert body == b"Request Timeout"
+            assert _headers(response)[b"connection"] == b"close"
+            assert await client.reader.read() == b""
+            client.close()
+            await _until(lambda: not state.connections)
+
+    _run(loop, main)
+
+
+def test_the_head_deadline_runs_from_the_start_and_only_while_nothing_is_answered() -> None:
+    """Bytes trickling in do not push the deadline back; a request being answered stops it
+    (a long stream is never cut by it), and it starts again when that answer is done: as the
+    idle keep-alive period, or as a head's deadline if part of the next head already came."""
+    go = asyncio.Event()
+
+    async def app(scope: Any, receive: Receive, send: Send) -> None:
+        await go.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        conn = _Connection(_Server(app, loop))
+        conn.connection_made(FakeTransport())
+
+        def timer() -> tuple[asyncio.TimerHandle | None, bool]:  # read afresh (no narrowing)
+            return conn.timer, conn.timing_head
+
+        first, head = timer()
+        assert first is not None
+        assert head
+        request = _post("/", b"")
+        conn.data_received(request[:10])
+        conn.data_received(request[10:20])
+        assert timer() == (first, True)  # still the first deadline
+        assert not first.cancelled()
+        conn.data_received(request[20:] + request[:10])  # whole; the next one begins
+        assert timer()[0] is None  # answering
+        assert first.cancelled()
+        go.set()
+        await _until(lambda: conn.current is None)
+        assert timer()[0] is not None
+        assert timer()[1]  # the next head's deadline
+        conn.data_received(request[10:])
+        assert timer()[0] is None
+        await _until(lambda: conn.current is None)
+        idle, head = timer()
+        assert idle is not None
+        assert not head  # idle keep-alive
+        conn.data_received(b"\r\n")  # no request begun: still idle
+        assert timer() == (idle, False)
+        conn.data_received(request[:5])
+        assert idle.cancelled()
+        assert timer()[0] not in (None, idle)
+        assert timer()[1]
+        conn.connection_lost(None)
+        assert timer()[0] is None
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
 def test_send_waits_while_the_transport_is_full() -> None:
     """While the transport asks to pause writing, the app's ``send`` waits; it resumes when
     the transport drains, and a client leaving meanwhile ends the wait too."""

@@ -10,7 +10,9 @@ app's task.
 What it does, as uvicorn's httptools protocol does:
 
 * HTTP/1.0 and 1.1 over httptools (llhttp), keep-alive (an idle connection closes after
-  :data:`KEEP_ALIVE_S`), pipelining (a request parsed while another is answered waits its turn,
+  :data:`KEEP_ALIVE_S`), a deadline for request heads (a connection whose request head is not
+  whole :data:`HEAD_TIMEOUT_S` after the connection opened, or after its first byte arrived on
+  an idle connection, gets a 408 and is closed; one that sent nothing is just closed), pipelining (a request parsed while another is answered waits its turn,
   and reading pauses until then), ``Expect: 100-continue``, chunked request bodies;
 * flow control both ways: reading pauses while more than :data:`BODY_HIGH_WATER` bytes of
   request body wait for the app, and ``send`` waits while the transport's buffer is full;
@@ -51,7 +53,7 @@ import httptools
 
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
-__all__ = ["BODY_HIGH_WATER", "KEEP_ALIVE_S", "MAX_HEAD_BYTES", "run", "serve"]
+__all__ = ["BODY_HIGH_WATER", "HEAD_TIMEOUT_S", "KEEP_ALIVE_S", "MAX_HEAD_BYTES", "run", "serve"]
 
 LOG = logging.getLogger("aiostream_synth.proxy")
 
@@ -64,6 +66,12 @@ App = Callable[
 
 #: Seconds an idle keep-alive connection stays open after its last response (uvicorn's default).
 KEEP_ALIVE_S = 5.0
+#: Seconds a request head gets to arrive whole, counted from the connection's opening or, on
+#: an idle keep-alive connection, from the head's first byte (nginx's ``client_header_timeout``
+#: is 60): a client that opens connections and sends nothing, or sends its head a byte at a
+#: time, does not hold them open for ever. A request's body and the response have no deadline
+#: here (the app reads the body; a stream lasts as long as its backend).
+HEAD_TIMEOUT_S = 30.0
 #: Request body bytes buffered for the app before reading from the client pauses.
 BODY_HIGH_WATER = 64 * 1024
 #: Bytes of a request line and headers taken before the request is refused (431).
@@ -367,7 +375,6 @@ class _Connection(asyncio.Protocol):
         "drain_waiter",
         "head_bytes",
         "headers",
-        "idle",
         "in_message",
         "parser",
         "parsing",
@@ -376,6 +383,8 @@ class _Connection(asyncio.Protocol):
         "received_at",
         "server",
         "sockname",
+        "timer",
+        "timing_head",
         "transport",
         "upgrade_left",
         "url",
@@ -399,7 +408,10 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
         self.received_at = 0.0
-        self.idle: asyncio.TimerHandle | None = None
+        #: Closes the connection when no request is being answered: its idle keep-alive
+        #: period or, while ``timing_head``, the deadline for a request head.
+        self.timer: asyncio.TimerHandle | None = None
+        self.timing_head = False
         self.reading_paused = False
         self.write_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
@@ -413,11 +425,12 @@ class _Connection(asyncio.Protocol):
         self.client = _address(transport.get_extra_info("peername"))
         self.sockname = self.server.address(transport.get_extra_info("sockname"))
         self.server.connections.add(self)
+        self._time(HEAD_TIMEOUT_S, head=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        self._cancel_idle()
+        self._untime()
         self.write_paused = False
         waiter, self.drain_waiter = self.drain_waiter, None
         if waiter is not None and not waiter.done():
@@ -466,18 +479,30 @@ class _Connection(asyncio.Protocol):
             if not transport.is_closing():  # closing: it reads no more anyway
                 transport.resume_reading()
 
-    def _cancel_idle(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+    def _time(self, delay: float, *, head: bool) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.server.loop.call_later(delay, self._timed_out)
+        self.timing_head = head
 
-    def _idle_expired(self) -> None:
-        self.idle = None
-        if self.current is None and self.parsing is None:
+    def _untime(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _timed_out(self) -> None:
+        self.timer = None
+        if self.current is not None:  # pragma: no cover - the timer is stopped when answering
+            return
+        if self.in_message:  # part of a request head came
+            LOG.warning(
+                "no whole request head from %s in %g s: closed", _show(self.client), HEAD_TIMEOUT_S
+            )
+            self._refuse(408, "Request Timeout")
+        else:
             self.close()
 
     def data_received(self, data: bytes) -> None:
-        self._cancel_idle()
         if self.upgrade_left is not None:  # after an Upgrade request's head
             self._upgrade_body(data)
             return
@@ -498,6 +523,12 @@ class _Connection(asyncio.Protocol):
         else:
             if not self.in_message:
                 self.parser = None  # between requests: the next one gets a fresh parser
+        if self.current is not None:
+            self._untime()  # answering: the exchange holds the connection (see answered)
+        elif self.in_message and not self.timing_head:
+            # A head began on an idle connection: its own deadline from now on; one that was
+            # already counting (from the connection's opening) goes on, however the bytes trickle.
+            self._time(HEAD_TIMEOUT_S, head=True)
 
     def _refuse(self, status: int, text: str) -> None:
         answering = self.current is not None and self.current.started
@@ -643,7 +674,10 @@ class _Connection(asyncio.Protocol):
             self.pipeline = None
             self.resume_reading()
         if self.current is None and not self.closed:
-            self.idle = self.server.loop.call_later(KEEP_ALIVE_S, self._idle_expired)
+            if self.in_message:  # part of the next request's head came meanwhile
+                self._time(HEAD_TIMEOUT_S, head=True)
+            else:
+                self._time(KEEP_ALIVE_S, head=False)
 
     def shut_down(self) -> None:
         """No new request on this connection: closed now if idle, else after its response."""
