@@ -642,38 +642,145 @@ def test_the_head_deadline_runs_from_the_start_and_only_while_nothing_is_answere
         conn = _Connection(_Server(app, loop))
         conn.connection_made(FakeTransport())
 
-        def timer() -> tuple[asyncio.TimerHandle | None, bool]:  # read afresh (no narrowing)
-            return conn.timer, conn.timing_head
+        def timer() -> tuple[asyncio.TimerHandle | None, str]:  # read afresh (no narrowing)
+            return conn.timer, conn.timing
 
-        first, head = timer()
+        first, timing = timer()
         assert first is not None
-        assert head
+        assert timing == "head"
         request = _post("/", b"")
         conn.data_received(request[:10])
         conn.data_received(request[10:20])
-        assert timer() == (first, True)  # still the first deadline
+        assert timer() == (first, "head")  # still the first deadline
         assert not first.cancelled()
         conn.data_received(request[20:] + request[:10])  # whole; the next one begins
-        assert timer()[0] is None  # answering
+        assert timer() == (None, "")  # answering
         assert first.cancelled()
         go.set()
         await _until(lambda: conn.current is None)
         assert timer()[0] is not None
-        assert timer()[1]  # the next head's deadline
+        assert timer()[1] == "head"  # the next head's deadline
         conn.data_received(request[10:])
-        assert timer()[0] is None
+        assert timer() == (None, "")
         await _until(lambda: conn.current is None)
-        idle, head = timer()
+        idle, timing = timer()
         assert idle is not None
-        assert not head  # idle keep-alive
+        assert timing == "idle"
         conn.data_received(b"\r\n")  # no request begun: still idle
-        assert timer() == (idle, False)
+        assert timer() == (idle, "idle")
         conn.data_received(request[:5])
         assert idle.cancelled()
         assert timer()[0] not in (None, idle)
-        assert timer()[1]
+        assert timer()[1] == "head"
         conn.connection_lost(None)
-        assert timer()[0] is None
+        assert timer() == (None, "")
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+@pytest.mark.parametrize("expect_continue", [False, True], ids=["plain", "expect-100"])
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_request_body_that_stops_coming_gets_a_408(
+    loop: str, expect_continue: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app waiting for the rest of a body hears a disconnect; the client gets a 408."""
+    monkeypatch.setattr(lean_http, "BODY_TIMEOUT_S", 0.05)
+    heard: list[Message] = []
+
+    async def app(scope: Any, receive: Receive, send: Send) -> None:
+        while not heard or heard[-1]["type"] == "http.request":
+            heard.append(await receive())
+
+    async def main() -> None:
+        async with _listening(app) as (port, state):
+            client = await _Client.open(port)
+            expect = b"Expect: 100-continue\r\n" if expect_continue else b""
+            client.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n%b\r\n" % expect)
+            if expect_continue:
+                go_ahead = await client.reader.readuntil(b"\r\n\r\n")
+                assert go_ahead == b"HTTP/1.1 100 Continue\r\n\r\n"
+            client.send(b"012")  # 3 of its 10 bytes
+            response, body = await client.response()
+            assert response.status_code == 408
+            assert body == b"Request Timeout"
+            assert await client.reader.read() == b""
+            client.close()
+            await _until(lambda: not state.connections and not state.tasks)
+        assert heard[-1] == {"type": "http.disconnect"}
+        assert b"".join(m.get("body", b"") for m in heard) == b"012"
+
+    _run(loop, main)
+
+
+def test_the_body_deadline_counts_only_the_clients_silence() -> None:
+    """Reads push the body's deadline back lazily (one timer, checked when it fires); it does
+    not run while reading is paused for the app, before a 100-continue is sent, or once the app
+    has begun its answer."""
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Receive, send: Send) -> None:
+        await release.wait()
+        if scope["path"] == "/answers-first":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await release.wait()
+        else:
+            await receive()
+            await asyncio.Event().wait()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        conn = _Connection(_Server(app, loop))
+        transport = FakeTransport()
+        conn.connection_made(transport)
+
+        def timer() -> tuple[asyncio.TimerHandle | None, str]:
+            return conn.timer, conn.timing
+
+        request = _post("/", b"0123456789")
+        conn.data_received(request[:-7])  # the head and 3 bytes
+        first, timing = timer()
+        assert first is not None
+        assert timing == "body"
+        seen = conn.body_seen
+        conn.data_received(b"3")
+        assert timer() == (first, "body")  # the same timer...
+        assert conn.body_seen >= seen  # ...counting from the last read
+        conn.body_seen = loop.time()
+        conn._timed_out()  # fired early (bytes came since): pushed back, nothing sent
+        assert timer()[1] == "body"
+        assert timer()[0] not in (None, first)
+        assert transport.written == b""
+        conn.pause_reading()  # as when the app lags behind the client
+        assert timer() == (None, "")
+        conn.resume_reading()
+        assert timer()[1] == "body"
+        conn.data_received(b"456789")
+        assert timer() == (None, "")  # the body is whole
+        conn.connection_lost(None)
+
+        # An Expect: 100-continue client waits for its go-ahead: no deadline until it is sent.
+        conn = _Connection(_Server(app, loop))
+        conn.connection_made(FakeTransport())
+        conn.data_received(_post("/", b"0123456789", "Expect: 100-continue")[:-10])
+        assert timer() == (None, "")
+        release.set()
+        await _until(lambda: conn.timing == "body")  # the app's receive() sent the 100
+        conn.connection_lost(None)
+
+        # The app answered without waiting for the body: the deadline, when it fires, is let go.
+        release.clear()
+        conn = _Connection(_Server(app, loop))
+        transport = FakeTransport()
+        conn.connection_made(transport)
+        conn.data_received(_post("/answers-first", b"0123456789")[:-4])
+        assert timer()[1] == "body"
+        release.set()
+        await _until(lambda: transport.written)
+        conn._timed_out()
+        assert timer() == (None, "")
+        assert not transport.closing
+        assert transport.written.startswith(b"HTTP/1.1 200 OK")
+        conn.connection_lost(None)
 
     asyncio.run(asyncio.wait_for(main(), 10))
 

@@ -10,9 +10,11 @@ app's task.
 What it does, as uvicorn's httptools protocol does:
 
 * HTTP/1.0 and 1.1 over httptools (llhttp), keep-alive (an idle connection closes after
-  :data:`KEEP_ALIVE_S`), a deadline for request heads (a connection whose request head is not
-  whole :data:`HEAD_TIMEOUT_S` after the connection opened, or after its first byte arrived on
-  an idle connection, gets a 408 and is closed; one that sent nothing is just closed), pipelining (a request parsed while another is answered waits its turn,
+  :data:`KEEP_ALIVE_S`), deadlines for requests (a request head not whole
+  :data:`HEAD_TIMEOUT_S` after the connection opened, or after its first byte arrived on an idle
+  connection, and a request body from which nothing arrives for :data:`BODY_TIMEOUT_S` while
+  the app waits for it, get a 408 and the connection closes; a connection that sends nothing
+  is just closed), pipelining (a request parsed while another is answered waits its turn,
   and reading pauses until then), ``Expect: 100-continue``, chunked request bodies;
 * flow control both ways: reading pauses while more than :data:`BODY_HIGH_WATER` bytes of
   request body wait for the app, and ``send`` waits while the transport's buffer is full;
@@ -53,7 +55,15 @@ import httptools
 
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
-__all__ = ["BODY_HIGH_WATER", "HEAD_TIMEOUT_S", "KEEP_ALIVE_S", "MAX_HEAD_BYTES", "run", "serve"]
+__all__ = [
+    "BODY_HIGH_WATER",
+    "BODY_TIMEOUT_S",
+    "HEAD_TIMEOUT_S",
+    "KEEP_ALIVE_S",
+    "MAX_HEAD_BYTES",
+    "run",
+    "serve",
+]
 
 LOG = logging.getLogger("aiostream_synth.proxy")
 
@@ -69,9 +79,14 @@ KEEP_ALIVE_S = 5.0
 #: Seconds a request head gets to arrive whole, counted from the connection's opening or, on
 #: an idle keep-alive connection, from the head's first byte (nginx's ``client_header_timeout``
 #: is 60): a client that opens connections and sends nothing, or sends its head a byte at a
-#: time, does not hold them open for ever. A request's body and the response have no deadline
-#: here (the app reads the body; a stream lasts as long as its backend).
+#: time, does not hold them open for ever.
 HEAD_TIMEOUT_S = 30.0
+#: Seconds a request body may stay silent while the app waits for it (nginx's
+#: ``client_body_timeout``, also 60, counts the same way: between two reads, not the whole
+#: body). Not counted while reading is paused for the app, while an ``Expect: 100-continue``
+#: client waits for its go-ahead, or once the response has begun; the response itself has no
+#: deadline here (a stream lasts as long as its backend).
+BODY_TIMEOUT_S = 30.0
 #: Request body bytes buffered for the app before reading from the client pauses.
 BODY_HIGH_WATER = 64 * 1024
 #: Bytes of a request line and headers taken before the request is refused (431).
@@ -258,6 +273,7 @@ class _Exchange:
             self.expect_continue = False
             if not self.started and not conn.closed:
                 conn.write(_CONTINUE)
+                conn.deadline()  # the client sends its body now
         while self.body is not None:
             if conn.closed:
                 return {"type": "http.disconnect"}
@@ -369,6 +385,7 @@ class _Connection(asyncio.Protocol):
     """One client connection: parses its requests, runs an :class:`_Exchange` for each."""
 
     __slots__ = (
+        "body_seen",
         "client",
         "closed",
         "current",
@@ -384,7 +401,7 @@ class _Connection(asyncio.Protocol):
         "server",
         "sockname",
         "timer",
-        "timing_head",
+        "timing",
         "transport",
         "upgrade_left",
         "url",
@@ -408,10 +425,13 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
         self.received_at = 0.0
-        #: Closes the connection when no request is being answered: its idle keep-alive
-        #: period or, while ``timing_head``, the deadline for a request head.
+        #: The connection's one deadline, for what it waits for (``timing``): ``"idle"``, the
+        #: keep-alive period after a response; ``"head"``, a request head; ``"body"``, the
+        #: body the app waits for, silent since ``body_seen`` (the timer is pushed back lazily,
+        #: when it fires, not on every read).
         self.timer: asyncio.TimerHandle | None = None
-        self.timing_head = False
+        self.timing = ""
+        self.body_seen = 0.0
         self.reading_paused = False
         self.write_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
@@ -425,7 +445,7 @@ class _Connection(asyncio.Protocol):
         self.client = _address(transport.get_extra_info("peername"))
         self.sockname = self.server.address(transport.get_extra_info("sockname"))
         self.server.connections.add(self)
-        self._time(HEAD_TIMEOUT_S, head=True)
+        self._time(HEAD_TIMEOUT_S, "head")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -471,6 +491,8 @@ class _Connection(asyncio.Protocol):
         if not self.reading_paused and transport is not None and not transport.is_closing():
             self.reading_paused = True
             transport.pause_reading()
+            if self.timing == "body":  # paused for the app: the client is not late
+                self._untime()
 
     def resume_reading(self) -> None:
         transport = self.transport
@@ -478,23 +500,71 @@ class _Connection(asyncio.Protocol):
             self.reading_paused = False
             if not transport.is_closing():  # closing: it reads no more anyway
                 transport.resume_reading()
+                self.deadline()
 
-    def _time(self, delay: float, *, head: bool) -> None:
+    def _time(self, delay: float, timing: str) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = self.server.loop.call_later(delay, self._timed_out)
-        self.timing_head = head
+        loop = self.server.loop
+        self.timer = loop.call_later(delay, self._timed_out)
+        self.timing = timing
+        if timing == "body":
+            self.body_seen = loop.time()
 
     def _untime(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self.timing = ""
+
+    def _awaits_body(self, exchange: _Exchange) -> bool:
+        """Whether ``exchange``'s body is still to come and the client is the one to send it:
+        the app has not answered, reading is not paused, no 100-continue is owed."""
+        return (
+            self.parsing is exchange
+            and not self.reading_paused
+            and not exchange.started
+            and not exchange.expect_continue
+        )
+
+    def deadline(self) -> None:
+        """Start, keep or stop the deadline for what the connection waits for now (after it
+        read, resumed reading or started an exchange; an idle period starts in
+        :meth:`answered`)."""
+        current = self.current
+        if current is not None:
+            if not self._awaits_body(current):
+                if self.timer is not None:
+                    self._untime()
+            elif self.timing == "body":
+                self.body_seen = self.server.loop.time()  # bytes came: silent from now
+            else:
+                self._time(BODY_TIMEOUT_S, "body")
+        elif self.in_message and self.timing != "head":
+            # A head began on an idle connection: its own deadline from now on; one that was
+            # already counting (from the connection's opening) goes on, however the bytes trickle.
+            self._time(HEAD_TIMEOUT_S, "head")
 
     def _timed_out(self) -> None:
-        self.timer = None
-        if self.current is not None:  # pragma: no cover - the timer is stopped when answering
+        timing = self.timing
+        self.timer, self.timing = None, ""
+        current = self.current
+        if timing == "body":
+            if current is None or not self._awaits_body(current):
+                return  # the body came, or the app answered without it
+            seen = self.body_seen
+            left = seen + BODY_TIMEOUT_S - self.server.loop.time()
+            if left > 0:  # bytes came meanwhile
+                self._time(left, "body")
+                self.body_seen = seen
+                return
+            LOG.warning(
+                "request body from %s silent for %g s: closed", _show(self.client), BODY_TIMEOUT_S
+            )
+            self._refuse(408, "Request Timeout")  # the app's receive() then hears a disconnect
+        elif current is not None:  # pragma: no cover - the timer is stopped when answering
             return
-        if self.in_message:  # part of a request head came
+        elif self.in_message:  # part of a request head came
             LOG.warning(
                 "no whole request head from %s in %g s: closed", _show(self.client), HEAD_TIMEOUT_S
             )
@@ -505,6 +575,7 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.upgrade_left is not None:  # after an Upgrade request's head
             self._upgrade_body(data)
+            self.deadline()
             return
         parser = self.parser
         if parser is None:
@@ -523,12 +594,7 @@ class _Connection(asyncio.Protocol):
         else:
             if not self.in_message:
                 self.parser = None  # between requests: the next one gets a fresh parser
-        if self.current is not None:
-            self._untime()  # answering: the exchange holds the connection (see answered)
-        elif self.in_message and not self.timing_head:
-            # A head began on an idle connection: its own deadline from now on; one that was
-            # already counting (from the connection's opening) goes on, however the bytes trickle.
-            self._time(HEAD_TIMEOUT_S, head=True)
+        self.deadline()
 
     def _refuse(self, status: int, text: str) -> None:
         answering = self.current is not None and self.current.started
@@ -668,16 +734,20 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self.current = None
-        if self.pipeline:
-            self._start(self.pipeline.popleft())
+        following = self.pipeline.popleft() if self.pipeline else None
+        if following is not None:
+            self._start(following)
         if not self.pipeline:
             self.pipeline = None
             self.resume_reading()
-        if self.current is None and not self.closed:
-            if self.in_message:  # part of the next request's head came meanwhile
-                self._time(HEAD_TIMEOUT_S, head=True)
-            else:
-                self._time(KEEP_ALIVE_S, head=False)
+        if self.closed:
+            return
+        if following is not None:
+            self.deadline()  # its body may still be coming
+        elif self.in_message:  # part of the next request's head came meanwhile
+            self._time(HEAD_TIMEOUT_S, "head")
+        else:
+            self._time(KEEP_ALIVE_S, "idle")
 
     def shut_down(self) -> None:
         """No new request on this connection: closed now if idle, else after its response."""
