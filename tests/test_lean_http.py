@@ -675,6 +675,16 @@ def test_the_head_deadline_runs_from_the_start_and_only_while_nothing_is_answere
         conn.connection_lost(None)
         assert timer() == (None, "")
 
+        # A refused request leaves no deadline behind (it would answer a second time).
+        conn = _Connection(_Server(app, loop))
+        transport = FakeTransport()
+        conn.connection_made(transport)
+        conn.data_received(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n")
+        assert transport.closing
+        assert transport.written.startswith(b"HTTP/1.1 400 ")
+        assert timer() == (None, "")
+        conn.connection_lost(None)
+
     asyncio.run(asyncio.wait_for(main(), 10))
 
 

@@ -531,6 +531,11 @@ class _Connection(asyncio.Protocol):
         """Start, keep or stop the deadline for what the connection waits for now (after it
         read, resumed reading or started an exchange; an idle period starts in
         :meth:`answered`)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():  # refused, or ending: nothing to wait for
+            if self.timer is not None:
+                self._untime()
+            return
         current = self.current
         if current is not None:
             if not self._awaits_body(current):
