@@ -10,11 +10,7 @@ app's task.
 What it does, as uvicorn's httptools protocol does:
 
 * HTTP/1.0 and 1.1 over httptools (llhttp), keep-alive (an idle connection closes after
-  :data:`KEEP_ALIVE_S`), deadlines for requests (a request head not whole
-  :data:`HEAD_TIMEOUT_S` after the connection opened, or after its first byte arrived on an idle
-  connection, and a request body from which nothing arrives for :data:`BODY_TIMEOUT_S` while
-  the app waits for it, get a 408 and the connection closes; a connection that sends nothing
-  is just closed), pipelining (a request parsed while another is answered waits its turn,
+  :data:`KEEP_ALIVE_S`), pipelining (a request parsed while another is answered waits its turn,
   and reading pauses until then), ``Expect: 100-continue``, chunked request bodies;
 * flow control both ways: reading pauses while more than :data:`BODY_HIGH_WATER` bytes of
   request body wait for the app, and ``send`` waits while the transport's buffer is full;
@@ -25,6 +21,11 @@ What it does, as uvicorn's httptools protocol does:
   connection closes;
 * ``Upgrade`` is not supported: the request is answered as a plain one (its body read whole),
   then the connection closes.
+
+And what uvicorn does not: deadlines for requests. A request head not whole
+:data:`HEAD_TIMEOUT_S` after the connection opened (or after its first byte on an idle
+connection), and a request body silent for :data:`BODY_TIMEOUT_S` while the app waits for it,
+get a 408 and the connection closes; a connection that sends nothing is just closed.
 
 And, for the app (``_serving.asgi``): each request's scope carries ``RECEIVED_AT``, the loop's
 time when its first bytes were parsed, and ``ON_DISCONNECT``, a function taking the callback to
