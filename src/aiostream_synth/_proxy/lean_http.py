@@ -506,11 +506,8 @@ class _Connection(asyncio.Protocol):
     def _time(self, delay: float, timing: str) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        loop = self.server.loop
-        self.timer = loop.call_later(delay, self._timed_out)
+        self.timer = self.server.loop.call_later(delay, self._timed_out)
         self.timing = timing
-        if timing == "body":
-            self.body_seen = loop.time()
 
     def _untime(self) -> None:
         if self.timer is not None:
@@ -529,27 +526,27 @@ class _Connection(asyncio.Protocol):
         )
 
     def deadline(self) -> None:
-        """Start, keep or stop the deadline for what the connection waits for now (after it
-        read, resumed reading or started an exchange; an idle period starts in
-        :meth:`answered`)."""
+        """Start, keep or stop the timer for what the connection waits for now: after it read,
+        resumed reading, sent a 100-continue or answered a request."""
         transport = self.transport
-        if transport is None or transport.is_closing():  # refused, or ending: nothing to wait for
-            if self.timer is not None:
-                self._untime()
+        if self.closed or transport is None or transport.is_closing():
+            self._untime()  # refused, or ending: nothing to wait for
             return
         current = self.current
         if current is not None:
             if not self._awaits_body(current):
-                if self.timer is not None:
-                    self._untime()
-            elif self.timing == "body":
-                self.body_seen = self.server.loop.time()  # bytes came: silent from now
-            else:
+                self._untime()
+                return
+            if self.timing != "body":
                 self._time(BODY_TIMEOUT_S, "body")
-        elif self.in_message and self.timing != "head":
-            # A head began on an idle connection: its own deadline from now on; one that was
-            # already counting (from the connection's opening) goes on, however the bytes trickle.
-            self._time(HEAD_TIMEOUT_S, "head")
+            self.body_seen = self.server.loop.time()  # silent from now
+        elif self.in_message:
+            if self.timing != "head":
+                # A head began on an idle connection: its own deadline from now on; one already
+                # counting (from the connection's opening) goes on, however the bytes trickle.
+                self._time(HEAD_TIMEOUT_S, "head")
+        elif not self.timing:  # a request was just answered (else: idle, or a fresh connection)
+            self._time(KEEP_ALIVE_S, "idle")
 
     def _timed_out(self) -> None:
         timing = self.timing
@@ -558,11 +555,9 @@ class _Connection(asyncio.Protocol):
         if timing == "body":
             if current is None or not self._awaits_body(current):
                 return  # the body came, or the app answered without it
-            seen = self.body_seen
-            left = seen + BODY_TIMEOUT_S - self.server.loop.time()
-            if left > 0:  # bytes came meanwhile
+            left = self.body_seen + BODY_TIMEOUT_S - self.server.loop.time()
+            if left > 0:  # bytes came meanwhile: still silent since then
                 self._time(left, "body")
-                self.body_seen = seen
                 return
             LOG.warning(
                 "request body from %s silent for %g s: closed", _show(self.client), BODY_TIMEOUT_S
@@ -740,20 +735,14 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self.current = None
-        following = self.pipeline.popleft() if self.pipeline else None
-        if following is not None:
-            self._start(following)
+        if self.pipeline:
+            self._start(self.pipeline.popleft())
         if not self.pipeline:
             self.pipeline = None
             self.resume_reading()
-        if self.closed:
-            return
-        if following is not None:
-            self.deadline()  # its body may still be coming
-        elif self.in_message:  # part of the next request's head came meanwhile
-            self._time(HEAD_TIMEOUT_S, "head")
-        else:
-            self._time(KEEP_ALIVE_S, "idle")
+        # The keep-alive period, the next head's deadline if part of it came meanwhile, or the
+        # pipelined request's body deadline.
+        self.deadline()
 
     def shut_down(self) -> None:
         """No new request on this connection: closed now if idle, else after its response."""
