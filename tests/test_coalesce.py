@@ -399,7 +399,7 @@ async def test_a_finished_stream_on_a_shared_call_is_freed_without_the_collector
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # BackgroundTasks' own tasks
 async def test_an_answer_given_without_waiting_goes_to_its_client_and_is_not_kept() -> None:
-    """A new call starts once its first client is attached: started eagerly (Python 3.12+)
+    """A new call starts once its first client is attached: started eagerly (Python 3.11+)
     and answering without a wait, it ends before the start returns, and it must not count as
     abandoned (its answer kept, and replayed to the next identical request)."""
     from aiostream_synth import ChatDialect, SynthesizedStream
