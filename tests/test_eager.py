@@ -199,6 +199,7 @@ async def test_it_looks_like_its_coroutine_to_introspection() -> None:
     assert inspect.getcoroutinestate(coro) == inspect.CORO_SUSPENDED  # type: ignore[arg-type]
     assert coro.cr_code is work.__code__  # type: ignore[union-attr]
     assert coro.cr_await is not None  # type: ignore[union-attr]
+    assert "work() running at" in repr(task)
     release.set()
     await task
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED  # type: ignore[arg-type]

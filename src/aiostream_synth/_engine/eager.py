@@ -35,8 +35,8 @@ _YIELDED, _RETURNED, _RAISED = 0, 1, 2
 
 class _Handover(Coroutine[Any, Any, Any]):
     """The task's coroutine: its first step hands over what the eager step left, every later
-    one is the wrapped coroutine's. It looks like the coroutine to introspection (``cr_*``:
-    anyio asks whether a task has started by them)."""
+    one is the wrapped coroutine's. It looks like the coroutine to introspection (``cr_*``, by
+    which anyio asks whether a task has started; ``__name__``, a task's repr)."""
 
     __slots__ = ("_coro", "_first")
 
@@ -87,6 +87,10 @@ class _Handover(Coroutine[Any, Any, Any]):
 
     def __await__(self) -> Generator[Any, None, Any]:  # pragma: no cover - tasks call send
         return self._coro.__await__()
+
+    @property
+    def __name__(self) -> str:  # what a task's repr names its coroutine by
+        return str(getattr(self._coro, "__name__", type(self._coro).__name__))
 
     @property
     def cr_frame(self) -> Any:
