@@ -4,7 +4,8 @@ From 3.12, ``asyncio.Task(coro, eager_start=True)`` runs a new task's first step
 caller's, up to its first suspension, as that task (it is the current task, its context the
 task's). A backend call started so begins when its stream does; started the ordinary way, it
 begins in the next loop iteration, after everything else the loop had queued, which in a burst
-of thousands of requests is hundreds of other requests' work (see :mod:`._engine.tasks`).
+of thousands of requests is hundreds of other requests' work (see
+:mod:`aiostream_synth._engine.tasks`).
 
 3.11 has no such start. :func:`start_eagerly` gets the same from the outside: it makes the task
 around a :class:`_Handover` of the coroutine, then takes the coroutine's first step at once,
