@@ -203,3 +203,25 @@ async def test_it_looks_like_its_coroutine_to_introspection() -> None:
     release.set()
     await task
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED  # type: ignore[arg-type]
+
+
+async def test_a_loop_whose_tasks_take_no_context_starts_them_the_ordinary_way() -> None:
+    """A third-party loop may predate ``create_task(context=...)``: no eager start there (it
+    could not run the later steps in the first one's context), and nothing lost."""
+    real = asyncio.get_running_loop()
+    steps: list[str] = []
+
+    class NoContextLoop:
+        def create_task(self, coro: Any, *, name: str | None = None) -> asyncio.Task[Any]:
+            return real.create_task(coro, name=name)
+
+    async def work() -> str:
+        steps.append("first")
+        await asyncio.sleep(0)
+        return "done"
+
+    task = start_eagerly(NoContextLoop(), work(), "plain")  # type: ignore[arg-type]
+    assert steps == []
+    assert task.get_name() == "plain"
+    assert await task == "done"
+    assert steps == ["first"]
