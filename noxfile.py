@@ -9,7 +9,7 @@ import shutil
 
 import nox
 
-PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+PYTHONS = ["3.11", "3.12", "3.13"]
 ROOT = pathlib.Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
@@ -20,7 +20,7 @@ nox.options.error_on_missing_interpreters = bool(os.environ.get("CI"))
 
 
 def _expose_pyenv_interpreters() -> None:
-    """Put every pyenv-installed CPython 3.10-3.13 on PATH so nox finds ``python3.X``.
+    """Put every pyenv-installed CPython 3.11-3.13 on PATH so nox finds ``python3.X``.
 
     pyenv's shims only answer for the selected version; the interpreters themselves are there.
     """

@@ -1,7 +1,7 @@
 """start_eagerly: asyncio's eager task start (3.12), re-created for Python 3.11.
 
-Run on 3.11 and later (the mechanism works there too, and a newer asyncio must not break it),
-on asyncio's own loop and on uvloop (``serve``'s). Not on 3.10, whose tasks take no context.
+Run on every Python (the mechanism works on 3.12+ too, and a newer asyncio must not break it),
+on asyncio's own loop and on uvloop (``serve``'s).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import importlib.util
 import inspect
-import sys
 from typing import Any
 
 import anyio
@@ -18,10 +17,7 @@ import pytest
 
 from aiostream_synth._engine.eager import start_eagerly
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10's tasks take no context"),
-]
+pytestmark = pytest.mark.anyio
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from typing import Any
 
 import anyio
@@ -91,9 +90,9 @@ async def test_starting_outside_the_context_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_on_asyncio_from_python_3_11_a_task_takes_its_first_step_at_once() -> None:
+async def test_on_asyncio_a_task_takes_its_first_step_at_once() -> None:
     """Eager start: a backend call begins when its stream does, not after whatever the loop
-    had queued (a burst of requests); on 3.10 it begins in the next loop iteration."""
+    had queued (a burst of requests)."""
     steps: list[str] = []
 
     async def work() -> None:
@@ -103,7 +102,7 @@ async def test_on_asyncio_from_python_3_11_a_task_takes_its_first_step_at_once()
 
     async with BackgroundTasks() as tasks:
         tasks.start_soon(work)
-        assert steps == (["first"] if sys.version_info >= (3, 11) else [])
+        assert steps == ["first"]
     assert steps == ["first", "second"]
 
 

@@ -246,10 +246,10 @@ class Coalescer:
                 except asyncio.CancelledError:
                     if not shared.lingered:
                         raise  # from outside (the server shutting down)
-                    # Our own cancellation, handled here (Python 3.10 keeps no count).
-                    uncancel = getattr(asyncio.current_task(), "uncancel", None)
-                    if uncancel is not None:
-                        uncancel()
+                    # Our own cancellation, handled here: the task's count goes back down.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
         except Exception as exc:  # any backend failure is every client's outcome
             shared.error = exc
         finally:

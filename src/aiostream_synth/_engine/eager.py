@@ -18,9 +18,9 @@ ended, so ``cancel()`` is accepted then, and the task keeps the coroutine's outc
 same (as a coroutine that ends just as it is cancelled does); a ``KeyboardInterrupt`` in the
 first step surfaces from the loop in the next iteration, not from :func:`start_eagerly`.
 
-Not on 3.10, whose tasks cannot be given a context: a context variable set in the first step
-(a tracing span, say) would be missing from the later ones. For the same reason a task on a
-third-party loop whose ``create_task`` takes no context starts the ordinary way.
+The task must be given its context (``create_task(context=...)``, new in 3.11), or a context
+variable set in the first step (a tracing span, say) would be missing from the later ones: a
+task on a third-party loop whose ``create_task`` takes no context starts the ordinary way.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def start_eagerly(
     handover = _Handover(coro)
     task: asyncio.Task[Any]
     try:
-        task = loop.create_task(handover, name=name, context=context)  # type: ignore[call-arg,unused-ignore]
+        task = loop.create_task(handover, name=name, context=context)
     except TypeError:  # a third-party loop that takes no context: an ordinary start, then
         return loop.create_task(coro, name=name)
     caller = asyncio.current_task(loop)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -30,9 +29,6 @@ from typing import Any, Literal, TypeAlias
 import anyio
 import anyio.abc
 import anyio.lowlevel
-
-if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._dialects.base import DialectStream, StreamDialect
 from aiostream_synth._engine.tasks import Cancellable, TaskStarter, raise_collapsed

@@ -8,16 +8,15 @@ in a set, so that leaving it still waits for every one, cancelling them first wh
 failed (or after :meth:`~BackgroundTasks.cancel_all`) — the task group's guarantee, without its
 per-task cost. On trio it *is* an anyio task group.
 
-From Python 3.11 a task started here on asyncio runs its first step at once, inside the
-caller's step, up to its first suspension (asyncio's eager start from 3.12, re-created for 3.11
-in :mod:`aiostream_synth._engine.eager`), unless the loop has a task factory of its own. For a
+A task started here on asyncio runs its first step at once, inside the caller's step, up to
+its first suspension (asyncio's eager start from 3.12, re-created for 3.11 in
+:mod:`aiostream_synth._engine.eager`), unless the loop has a task factory of its own. For a
 backend call that means its request (or its timer) starts when the stream does, not after
 everything else the loop had queued: a burst of 5,000 requests arriving together is handled in
 a few loop iterations of hundreds of requests each, and a call started in the next iteration
 began up to 0.2 s after its stream (every answer as late, end to end; measured in
 ``benchmarks/bench_load.py``). Whatever starts a task here must therefore be ready to be called
-back (the task's outcome, or its failure) before ``start_soon`` returns. On 3.10 a task starts
-in the next loop iteration.
+back (the task's outcome, or its failure) before ``start_soon`` returns.
 
 Tasks started here must not raise: each catches its own failures and hands them to whoever
 waits on it (as the engine's backend task and the coalescer's shared calls do); one that raises
@@ -35,9 +34,6 @@ from typing import Any, NoReturn, Protocol
 
 import anyio
 import anyio.abc
-
-if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._engine.eager import start_eagerly
 from aiostream_synth._engine.loops import running_asyncio_loop
@@ -88,8 +84,8 @@ class BackgroundTasks:
         return self
 
     def start_soon(self, func: Callable[..., Any], *args: Any, name: object = None) -> Cancellable:
-        """Start ``func(*args)`` as a task; on asyncio from Python 3.11 its first step has run
-        when this returns (see the module docstring)."""
+        """Start ``func(*args)`` as a task; on asyncio its first step has run when this
+        returns (see the module docstring)."""
         if self._group is not None:
             return self._group.start_soon(func, *args, name=name)
         if self._loop is None:
@@ -97,7 +93,7 @@ class BackgroundTasks:
         coro: Any = func(*args)
         loop, task_name = self._loop, None if name is None else str(name)
         task: asyncio.Task[Any]
-        if loop.get_task_factory() is not None or sys.version_info < (3, 11):
+        if loop.get_task_factory() is not None:
             task = loop.create_task(coro, name=task_name)
         elif sys.version_info >= (3, 12):
             task = asyncio.Task(coro, loop=loop, name=task_name, eager_start=True)

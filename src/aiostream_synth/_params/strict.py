@@ -50,12 +50,9 @@ _LIST_ORIGINS: tuple[Any, ...] = (
     list,
 )
 _REQUIRED_WRAPPERS: tuple[Any, ...] = tuple(
-    {typing_extensions.Required, typing_extensions.NotRequired}
-    | {getattr(typing, name) for name in ("Required", "NotRequired") if hasattr(typing, name)}
+    {typing_extensions.Required, typing_extensions.NotRequired, typing.Required, typing.NotRequired}
 )
-_REQUIRED: tuple[Any, ...] = tuple(
-    {typing_extensions.Required} | ({typing.Required} if hasattr(typing, "Required") else set())
-)
+_REQUIRED: tuple[Any, ...] = tuple({typing_extensions.Required, typing.Required})
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 

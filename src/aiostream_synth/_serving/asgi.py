@@ -43,16 +43,12 @@ import asyncio
 import contextlib
 import logging
 import math
-import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import anyio
 import anyio.abc
-
-if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
-    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute
 from aiostream_synth._dialects.bridges.options import BridgeOptions
@@ -416,13 +412,12 @@ def _write_until_disconnect(
     loop = running_asyncio_loop()
     if loop is None:
         return _write_watched_by_a_task_group(stream, receive, send, headers)
-    # asyncio: the watcher is a bare loop task cancelling the writing; no task group and no
-    # anyio spawn bookkeeping, about 2.5 KB less per waiting stream. From Python 3.11 the
-    # writing runs in an ``asyncio.timeout`` the watcher expires (no anyio cancel scope in the
-    # request's task at all: its task state costs about 15 µs and 1 KB per request).
-    if sys.version_info >= (3, 11):
-        return _write_in_timeout(loop, stream, receive, send, headers, hook)
-    return _write_in_cancel_scope(loop, stream, receive, send, headers, hook)  # pragma: no cover
+    # asyncio: the writing runs in an ``asyncio.timeout`` that the server's callback or a bare
+    # loop task expires; no task group, no anyio spawn bookkeeping (about 2.5 KB less per
+    # waiting stream) and no anyio cancel scope in the request's task (its task state costs
+    # about 15 µs and 1 KB per request). The watch is an object the writing joins, not a
+    # frame around it.
+    return _respond(stream, send, headers, _Watch(loop, receive, hook))
 
 
 async def _write_watched_by_a_task_group(
@@ -440,55 +435,8 @@ async def _write_watched_by_a_task_group(
         raise_collapsed(group)
 
 
-async def _write_in_cancel_scope(  # pragma: no cover - exercised on 3.10 only
-    loop: asyncio.AbstractEventLoop,
-    stream: SynthesizedStream,
-    receive: Receive,
-    send: Send,
-    headers: list[tuple[bytes, bytes]],
-    hook: DisconnectHook | None,
-) -> None:
-    """asyncio before 3.11: the writing inside an anyio cancel scope that the server's
-    disconnect ``hook`` calls back to cancel, or without one a watcher task."""
-    writing = anyio.CancelScope()
-    watcher_task = None
-    if hook is None:
-        watcher_task = loop.create_task(_watch_disconnect(receive, writing.cancel))
-    else:
-        hook(writing.cancel)  # called back from the loop (a scope cancelled before entry works)
-    responded = False
-    try:
-        with writing:
-            await _respond(stream, send, headers)
-            responded = True
-    finally:
-        if watcher_task is not None:
-            await _join_watcher(watcher_task, responded)
-        else:
-            assert hook is not None
-            hook(None)
-            if responded:
-                await asyncio.sleep(0)  # as _Watch.join: the terminal writes of a burst first
-    if watcher_task is not None:
-        _raise_what_the_watcher_raised(watcher_task)
-
-
-def _write_in_timeout(
-    loop: asyncio.AbstractEventLoop,
-    stream: SynthesizedStream,
-    receive: Receive,
-    send: Send,
-    headers: list[tuple[bytes, bytes]],
-    hook: DisconnectHook | None,
-) -> Awaitable[None]:
-    """asyncio from 3.11: the writing inside an ``asyncio.timeout`` that a disconnect expires;
-    the watcher never outlives the response. The writing's own coroutine, unawaited: the
-    watch is an object it joins, not a frame around it."""
-    return _respond(stream, send, headers, _Watch(loop, receive, hook))
-
-
 class _Watch:
-    """A response's disconnect watcher on asyncio from 3.11, expiring :attr:`timeout` (the
+    """A response's disconnect watcher on asyncio, expiring :attr:`timeout` (the
     writing runs inside it) when the client leaves: the server's disconnect ``hook`` calling
     back, or without one a loop task reading ``receive``."""
 
@@ -500,7 +448,7 @@ class _Watch:
         self._loop = loop
         self._writing = True
         self._hook = hook
-        self.timeout = asyncio.timeout(None)  # type: ignore[attr-defined,unused-ignore]
+        self.timeout = asyncio.timeout(None)
         self.task: asyncio.Task[None] | None = None
         if hook is None:
             self.task = loop.create_task(_watch_disconnect(receive, self._expire))
