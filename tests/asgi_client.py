@@ -1,4 +1,5 @@
-"""A client's side of one ASGI HTTP request, for tests that call an app directly."""
+"""A client's side of one ASGI HTTP request, and a server's side of the ASGI lifespan, for tests
+that call an app directly."""
 
 from __future__ import annotations
 
@@ -39,3 +40,22 @@ class OneRequest:
     def bodies(self) -> list[MutableMapping[str, Any]]:
         """The ``http.response.body`` messages sent."""
         return [m for m in self.sent if m["type"] == "http.response.body"]
+
+
+class Lifespan:
+    """Drives an app's ASGI lifespan in a task of its own, as a server does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.to_app, self.app_inbox = anyio.create_memory_object_stream[dict[str, Any]](2)
+        self.app_outbox, self.from_app = anyio.create_memory_object_stream[dict[str, Any]](2)
+        self.task_id: int | None = None
+
+    async def run(self) -> None:
+        self.task_id = anyio.get_current_task().id
+        async with self.app_inbox, self.app_outbox:
+            await self.app({"type": "lifespan"}, self.app_inbox.receive, self.app_outbox.send)
+
+    async def say(self, message: str) -> None:
+        await self.to_app.send({"type": f"lifespan.{message}"})
+        assert (await self.from_app.receive())["type"] == f"lifespan.{message}.complete"

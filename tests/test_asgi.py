@@ -23,7 +23,7 @@ from aiostream_synth import (
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 from aiostream_synth.starlette import synthesizing_routes
 
-from .asgi_client import OneRequest
+from .asgi_client import Lifespan, OneRequest
 from .sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
@@ -357,25 +357,6 @@ async def test_fastapi_endpoint() -> None:
     events = [e.json()["type"] for e in parse(response.content)]
     assert events[0] == "response.created"
     assert events[-1] == "response.completed"
-
-
-class Lifespan:
-    """Drives an app's ASGI lifespan in a task of its own, as a server does."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.to_app, self.app_inbox = anyio.create_memory_object_stream[dict[str, Any]](2)
-        self.app_outbox, self.from_app = anyio.create_memory_object_stream[dict[str, Any]](2)
-        self.task_id: int | None = None
-
-    async def run(self) -> None:
-        self.task_id = anyio.get_current_task().id
-        async with self.app_inbox, self.app_outbox:
-            await self.app({"type": "lifespan"}, self.app_inbox.receive, self.app_outbox.send)
-
-    async def say(self, message: str) -> None:
-        await self.to_app.send({"type": f"lifespan.{message}"})
-        assert (await self.from_app.receive())["type"] == f"lifespan.{message}.complete"
 
 
 async def test_lifespan_task_group_hosts_the_backend_calls() -> None:

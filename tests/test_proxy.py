@@ -26,7 +26,7 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
 from aiostream_synth._wire.json import dumps_exact
 
-from .asgi_client import OneRequest
+from .asgi_client import Lifespan, OneRequest
 from .fake_upstream import FakeUpstream
 from .servers import serve
 from .sse_parser import comments, parse
@@ -295,6 +295,46 @@ async def test_metrics_and_one_log_line_per_request(caplog: pytest.LogCaptureFix
     assert first.headers["x-aiostream-synth-dropped"] == "client_metadata"
     assert "outcome=completed" in lines[0]
     assert "keepalives=0" in lines[0]  # a fast answer's own created/in_progress are not keepalives
+
+
+async def test_a_request_served_by_another_requests_failed_call_counts_as_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two identical non-streaming requests share one backend call (``coalesce="all"``), which
+    fails: both count as failed. The second made no upstream call of its own (its line shows no
+    upstream latency, the histogram counts one call), but it was not refused either: it is not
+    "rejected"."""
+    caplog.set_level(logging.INFO, "aiostream_synth.proxy")
+    app = _proxy(coalesce="all")
+    lifespan = Lifespan(app)  # the coalescer lives in the lifespan
+    body = _chat("[error:503] [delay:1]", stream=False)
+    statuses: list[int] = []
+
+    async def post() -> None:
+        statuses.append((await http.post("/v1/chat/completions", json=body)).status_code)
+
+    async with (
+        _http(app) as http,
+        lifespan.to_app,
+        lifespan.from_app,
+        anyio.create_task_group() as life,
+    ):
+        life.start_soon(lifespan.run)
+        await lifespan.say("startup")
+        async with anyio.create_task_group() as requests:
+            requests.start_soon(post)
+            await anyio.wait_all_tasks_blocked()  # the first request's call is under way
+            requests.start_soon(post)
+        assert app.synth.coalescer is not None
+        attached = app.synth.coalescer.attached
+        metrics = (await http.get("/metrics")).text
+        await lifespan.say("shutdown")
+    assert (statuses, attached) == ([503, 503], 1)
+    assert 'stream="false",outcome="failed"} 2' in metrics
+    assert 'outcome="rejected"' not in metrics
+    assert "aiostream_synth_upstream_latency_seconds_count 1" in metrics
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request ")]
+    assert [line.split("upstream_s=")[1].split()[0] == "-" for line in lines] == [False, True]
 
 
 async def test_the_log_line_names_the_peer_and_x_forwarded_for_as_sent(

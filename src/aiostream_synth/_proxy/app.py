@@ -11,9 +11,11 @@ testable without a server. Routes:
 With ``api_key`` set, ``/v1/*`` requires ``Authorization: Bearer <api_key>`` or
 ``x-api-key: <api_key>`` (401 in OpenAI's shape otherwise). Every request logs one line on
 ``aiostream_synth.proxy``: dialect, path, the client's address and ``X-Forwarded-For``, streaming
-or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected),
-status, upstream latency, keepalives, bytes, and what the request lost on the way (at WARNING
-when that is more than client bookkeeping and replay ids, decision P10).
+or not, outcome (completed / incomplete / failed / cancelled / client_gone / rejected: refused
+before any backend call), status, upstream latency (``-`` for a request that made no upstream
+call of its own: refused, or served by the shared call of an identical request), keepalives,
+bytes, and what the request lost on the way (at WARNING when that is more than client
+bookkeeping and replay ids, decision P10).
 """
 
 from __future__ import annotations
@@ -152,6 +154,9 @@ class _Record:
     #: last keepalive's bytes for nothing.
     last_frame: bytes = b""
     upstream_latency: float | None = None
+    #: The request passed preparation: from then on it is served by a backend call (its own,
+    #: or a coalesced one another request started), so an error status is a failure.
+    prepared: bool = False
     client_gone: bool = False
     finished: bool = False
     removals: Removals | None = None
@@ -193,11 +198,7 @@ def _outcome(record: _Record) -> str:
     if not record.finished:
         return "cancelled"
     if not record.stream:
-        return (
-            "completed"
-            if record.status < 400
-            else ("rejected" if record.upstream_latency is None else "failed")
-        )
+        return "completed" if record.status < 400 else ("failed" if record.prepared else "rejected")
     return record.spec.outcome(record.last_frame)
 
 
@@ -274,6 +275,7 @@ class ProxyApp:
     def _prepared(prepared: PreparedRequest) -> None:
         record = _current.get()
         if record is not None:
+            record.prepared = True
             record.stream = prepared.stream
             record.removals = prepared.removals
 
