@@ -154,12 +154,16 @@ class _Record:
     #: last keepalive's bytes for nothing.
     last_frame: bytes = b""
     upstream_latency: float | None = None
-    #: The request passed preparation: from then on it is served by a backend call (its own,
-    #: or a coalesced one another request started), so an error status is a failure.
-    prepared: bool = False
     client_gone: bool = False
     finished: bool = False
+    #: What preparation removed; set when the request passed it.
     removals: Removals | None = None
+
+    @property
+    def prepared(self) -> bool:
+        """The request passed preparation: from then on it is served by a backend call (its
+        own, or a coalesced one another request started), so an error status is a failure."""
+        return self.removals is not None
 
     def send(self, message: Message) -> Awaitable[None]:
         """The server's ``send``, counting what goes out. A plain method handing back the
@@ -275,7 +279,6 @@ class ProxyApp:
     def _prepared(prepared: PreparedRequest) -> None:
         record = _current.get()
         if record is not None:
-            record.prepared = True
             record.stream = prepared.stream
             record.removals = prepared.removals
 
