@@ -533,16 +533,20 @@ async def test_upstream_connections_are_capped_only_when_asked(cap: int | None, 
         results.append(await backend(call))
 
     with serve(upstream, "uvicorn") as url:
-        backend = UpstreamBackend(url + "/v1", max_connections=cap)
+        # No connect timeout: a thousand connections opened at once to a server sharing this
+        # process's CPU may take longer than any bound a loaded machine keeps (#36); the test
+        # is about how many calls are in flight, and waits for that event, not for a time.
+        backend = UpstreamBackend(url + "/v1", max_connections=cap, connect_timeout=None)
         try:
             async with anyio.create_task_group() as group:
                 for _ in range(calls):
                     group.start_soon(one, backend)
-                reached = await anyio.to_thread.run_sync(upstream.reached.wait, 20)
+                # In short waits, so a hang is still ended (cancelled) by the test's timeout.
+                while not await anyio.to_thread.run_sync(upstream.reached.wait, 0.5):
+                    pass
                 upstream.release()
         finally:
             await backend.aclose()
-    assert reached, f"only {upstream.peak} of {peak} calls reached the upstream together"
     assert upstream.peak == peak
     assert len(results) == calls
     assert len(backend._shards) == -(-peak // SHARD_SIZE)

@@ -22,14 +22,14 @@ from .sse_parser import parse
 
 
 def _wait_until_healthy(process: subprocess.Popen[bytes], url: str) -> None:
-    """Poll ``/healthz`` until the server answers (a startup, not a synchronisation: the
-    server is a separate process with nothing to wait on but its port)."""
-    deadline = time.monotonic() + 20
+    """Poll ``/healthz`` until the server answers or its process ends (a separate process has
+    nothing to wait on but its port). No deadline of its own: on a loaded machine a start
+    takes what it takes, and the test's timeout ends a server that never comes up (#36)."""
     while True:
         with suppress(httpx.TransportError):
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/healthz", timeout=None).status_code == 200:
                 return
-        if time.monotonic() > deadline or process.poll() is not None:
+        if process.poll() is not None:
             raise RuntimeError(
                 f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
             )
@@ -88,7 +88,7 @@ def test_sigterm_ends_a_live_stream_with_its_terminal_event(server: str) -> None
             assert next(lines) == "event: response.created"
             process.send_signal(signal.SIGTERM)
             rest = "\n".join(lines)
-        assert process.wait(timeout=15) == 0
+        assert process.wait() == 0  # the test's timeout ends a hang
     events = [e.json() for e in parse(rest + "\n\n")]
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
     assert events[-1]["response"]["error"]["message"] == "server shutting down"
@@ -100,13 +100,13 @@ def test_sigterm_does_not_wait_for_an_idle_keep_alive_connection(server: str) ->
     with serve(*SERVERS[server]) as (process, url), httpx.Client(timeout=30) as client:
         assert client.get(f"{url}/healthz").status_code == 200  # the connection stays open
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
+        assert process.wait() == 0  # the test's timeout ends a hang
 
 
 @pytest.mark.parametrize("server", list(SERVERS))
 def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
     """Disconnect detection on every server: the client closes mid-wait; the request is logged
-    as client_gone (the backend call cancelled, not left running) within a second."""
+    as client_gone (the backend call cancelled, not left running)."""
     with serve("--keepalive-s", "0.1", *SERVERS[server]) as (_, url):
         body = {"model": "m", "input": "wait [delay:60]", "stream": True}
         with (
@@ -114,10 +114,8 @@ def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
             client.stream("POST", f"{url}/v1/responses", json=body) as response,
         ):
             assert next(response.iter_lines()) == "event: response.created"
-        deadline = time.monotonic() + 10
         metric = 'outcome="client_gone"} 1'
-        while metric not in (text := httpx.get(f"{url}/metrics").text):
-            assert time.monotonic() < deadline, text
+        while metric not in httpx.get(f"{url}/metrics").text:  # the test's timeout ends a hang
             time.sleep(0.05)
 
 
@@ -206,7 +204,7 @@ def test_two_workers_share_the_port(server: str) -> None:
                 )
                 assert parse(response.content)[-1].data == "[DONE]"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
+        assert process.wait() == 0  # the test's timeout ends a hang
         assert not any(os.path.exists(f"/proc/{child}") for child in _children(process.pid))
 
 

@@ -68,14 +68,15 @@ class UpstreamBackend:
         *,
         api_key: str | None = None,
         forward_authorization: bool = False,
-        connect_timeout: float = 10.0,
+        connect_timeout: float | None = 10.0,
         read_timeout: float | None = None,
         max_retries: int = 0,
         max_connections: int | None = None,
         http_client: Any = None,
     ) -> None:
-        """``max_connections`` applies to the client built here, not to a given
-        ``http_client``."""
+        """``connect_timeout=None`` waits for a connection as long as it takes (the caller's
+        deadline still bounds the call); ``max_connections`` applies to the client built here,
+        not to a given ``http_client``."""
         if max_connections is not None and max_connections < 1:
             raise ValueError(f"max_connections must be at least 1 or None, not {max_connections}")
         self.forward_authorization = forward_authorization
