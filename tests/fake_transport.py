@@ -13,6 +13,9 @@ class FakeTransport(asyncio.Transport):
         self.written = b""
         self.closing = False
         self.paused = False  # reading paused by the protocol
+        self.aborted = False
+        self.eof = False  # write_eof() called: the sending side shut
+        self.buffered = 0  # what get_write_buffer_size() reports
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
@@ -25,6 +28,23 @@ class FakeTransport(asyncio.Transport):
 
     def close(self) -> None:
         self.closing = True
+
+    @property
+    def ended(self) -> bool:
+        """Closed, or its sending side shut (a lingering close)."""
+        return self.closing or self.eof
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def abort(self) -> None:
+        self.aborted = self.closing = True
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
 
     def pause_reading(self) -> None:
         self.paused = True

@@ -142,3 +142,59 @@ def test_serve_logs_records_without_the_fields_its_format_never_shows(
         "aiostream_synth.proxy", logging.INFO, "x.py", 1, "request %s", ("ok",), None
     )
     assert logging.Formatter(cli.LOG_FORMAT).format(record).endswith("request ok")
+
+
+@pytest.mark.parametrize("argv", [["serve", "--api-key", ""], ["serve", "--api-key", "  "]])
+def test_an_empty_api_key_is_an_error_not_auth_turned_off(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "api_key is empty" in capsys.readouterr().err
+
+
+def test_an_empty_api_key_from_the_environment_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``AIOSTREAM_SYNTH_API_KEY=`` (set to nothing) used to accept every request silently."""
+    monkeypatch.setenv("AIOSTREAM_SYNTH_API_KEY", "")
+    with pytest.raises(SystemExit):
+        main(["serve"])
+    assert "api_key is empty" in capsys.readouterr().err
+
+
+def test_http_limits_options_map_onto_the_config() -> None:
+    args = _parser().parse_args(
+        [
+            "serve",
+            "--max-connections",
+            "100",
+            "--http-keep-alive-s",
+            "7",
+            "--http-head-timeout-s",
+            "3",
+            "--http-body-timeout-s",
+            "4",
+            "--http-write-timeout-s",
+            "5",
+        ]
+    )
+    config = config_from_args(args)
+    assert config.max_connections == 100
+    assert (
+        config.http_keep_alive_s,
+        config.http_head_timeout_s,
+        config.http_body_timeout_s,
+        config.http_write_timeout_s,
+    ) == (7, 3, 4, 5)
+    assert (
+        config_from_args(_parser().parse_args(["serve", "--max-connections", "0"])).max_connections
+        is None
+    )
+
+
+def test_a_non_positive_http_timeout_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--http-write-timeout-s", "0"])
+    assert "http_write_timeout_s" in capsys.readouterr().err

@@ -42,9 +42,11 @@ def _run(loop_kind: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 @asynccontextmanager
-async def _listening(app: Any) -> AsyncIterator[tuple[int, _Server]]:
+async def _listening(
+    app: Any, limits: lean_http.Limits | None = None
+) -> AsyncIterator[tuple[int, _Server]]:
     loop = asyncio.get_running_loop()
-    state = _Server(app, loop)
+    state = _Server(app, loop, limits)
     server = await loop.create_server(lambda: _Connection(state), "127.0.0.1", 0)
     try:
         yield server.sockets[0].getsockname()[1], state
@@ -175,7 +177,8 @@ def test_a_connection_answers_its_requests_in_turn(loop: str) -> None:
 @pytest.mark.parametrize("loop", LOOPS)
 def test_pipelined_requests_wait_their_turn(loop: str) -> None:
     """A request parsed while another is answered is started only once that answer is
-    complete, and reading pauses meanwhile; the answers come in the order asked."""
+    complete; what comes after it meanwhile is read (so a client leaving is seen) and held
+    unparsed; the answers come in the order asked."""
     release = asyncio.Event()
     entered: list[str] = []
 
@@ -192,14 +195,20 @@ def test_pipelined_requests_wait_their_turn(loop: str) -> None:
             # until the server has parsed the second request and started the first
             await _until(lambda: entered and any(conn.pipeline for conn in state.connections))
             (conn,) = state.connections
-            assert conn.reading_paused
+            assert not conn.reading_paused
+            client.send(_post("/third", b"3"))
+            await _until(lambda: conn.held)
+            assert bytes(conn.held or b"") == _post("/third", b"3")
             assert entered == ["/first"]
             release.set()
             first = json.loads((await client.response())[1])
             second = json.loads((await client.response())[1])
-            assert (first["path"], second["path"]) == ("/first", "/second")
-            assert entered == ["/first", "/second"]
-            assert not any(conn.reading_paused for conn in state.connections)
+            third = json.loads((await client.response())[1])
+            assert (first["path"], second["path"], third["path"]) == ("/first", "/second", "/third")
+            assert third["body"] == "3"
+            assert entered == ["/first", "/second", "/third"]
+            assert not conn.held
+            assert not conn.reading_paused
             client.close()
 
     _run(loop, main)
@@ -567,13 +576,9 @@ def test_an_app_that_fails_mid_answer_closes_the_connection(loop: str, app: Any)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_an_idle_keep_alive_connection_is_closed(
-    loop: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lean_http, "KEEP_ALIVE_S", 0.05)
-
+def test_an_idle_keep_alive_connection_is_closed(loop: str) -> None:
     async def main() -> None:
-        async with _listening(_echo) as (port, state):
+        async with _listening(_echo, lean_http.Limits(keep_alive_s=0.05)) as (port, state):
             client = await _Client.open(port)
             client.send(_post("/", b""))
             await client.response()
@@ -585,13 +590,9 @@ def test_an_idle_keep_alive_connection_is_closed(
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_connection_that_sends_nothing_is_closed(
-    loop: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lean_http, "HEAD_TIMEOUT_S", 0.05)
-
+def test_a_connection_that_sends_nothing_is_closed(loop: str) -> None:
     async def main() -> None:
-        async with _listening(_echo) as (port, state):
+        async with _listening(_echo, lean_http.Limits(head_timeout_s=0.05)) as (port, state):
             client = await _Client.open(port)
             assert await client.reader.read() == b""  # closed, nothing written
             client.close()
@@ -602,14 +603,12 @@ def test_a_connection_that_sends_nothing_is_closed(
 
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "after-a-response"])
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_request_head_that_never_ends_gets_a_408(
-    loop: str, fresh: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lean_http, "HEAD_TIMEOUT_S", 0.05)
-    monkeypatch.setattr(lean_http, "KEEP_ALIVE_S", 60.0)  # an idle period alone never closes
+def test_a_request_head_that_never_ends_gets_a_408(loop: str, fresh: bool) -> None:
+    # An idle period alone never closes it.
+    limits = lean_http.Limits(head_timeout_s=0.05, keep_alive_s=60.0)
 
     async def main() -> None:
-        async with _listening(_echo) as (port, state):
+        async with _listening(_echo, limits) as (port, state):
             client = await _Client.open(port)
             if not fresh:
                 client.send(_post("/", b""))
@@ -675,26 +674,29 @@ def test_the_head_deadline_runs_from_the_start_and_only_while_nothing_is_answere
         conn.connection_lost(None)
         assert timer() == (None, "")
 
-        # A refused request leaves no deadline behind (it would answer a second time).
+        # A refused request leaves no request deadline behind (it would answer a second time),
+        # only the lingering close's.
         conn = _Connection(_Server(app, loop))
         transport = FakeTransport()
         conn.connection_made(transport)
         conn.data_received(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n")
-        assert transport.closing
+        assert transport.eof
         assert transport.written.startswith(b"HTTP/1.1 400 ")
-        assert timer() == (None, "")
+        assert timer()[1] == "linger"
+        conn.data_received(b"more of the same")  # read and thrown away
+        conn.deadline()
+        assert timer()[1] == "linger"
+        assert transport.written.count(b"HTTP/1.1 ") == 1
         conn.connection_lost(None)
+        assert timer() == (None, "")
 
     asyncio.run(asyncio.wait_for(main(), 10))
 
 
 @pytest.mark.parametrize("expect_continue", [False, True], ids=["plain", "expect-100"])
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_request_body_that_stops_coming_gets_a_408(
-    loop: str, expect_continue: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_request_body_that_stops_coming_gets_a_408(loop: str, expect_continue: bool) -> None:
     """The app waiting for the rest of a body hears a disconnect; the client gets a 408."""
-    monkeypatch.setattr(lean_http, "BODY_TIMEOUT_S", 0.05)
     heard: list[Message] = []
 
     async def app(scope: Any, receive: Receive, send: Send) -> None:
@@ -702,7 +704,7 @@ def test_a_request_body_that_stops_coming_gets_a_408(
             heard.append(await receive())
 
     async def main() -> None:
-        async with _listening(app) as (port, state):
+        async with _listening(app, lean_http.Limits(body_timeout_s=0.05)) as (port, state):
             client = await _Client.open(port)
             expect = b"Expect: 100-continue\r\n" if expect_continue else b""
             client.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n%b\r\n" % expect)

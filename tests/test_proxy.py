@@ -146,6 +146,67 @@ async def test_a_delay_that_is_not_seconds_is_a_400() -> None:
             assert f"[delay:{bad}]" in response.json()["error"]["message"]
 
 
+async def test_embedded_directives_are_bounded() -> None:
+    """A day of [delay] at most (1e308 overflowed the timer: a 500), an error status from 400 to
+    599 (a 1xx would be sent as the final status), and a [tool] example of bounded size (a
+    2000 x 2000 schema built on the event loop stalled the whole server for seconds)."""
+    huge = {"type": "array", "minItems": 2000, "items": {"type": "array", "minItems": 2000}}
+    tool = {
+        "type": "function",
+        "name": "t",
+        "parameters": {"type": "object", "properties": {"grid": huge}, "required": ["grid"]},
+    }
+    async with _http(_proxy()) as http:
+        for text in (
+            "x [delay:1e308]",
+            "x [delay:86401]",
+            "[error:100]",
+            "[error:302]",
+            "[error:x]",
+        ):
+            response = await http.post("/v1/responses", json=_responses(text))
+            assert response.status_code == 400, text
+            assert text.split()[-1] in response.json()["error"]["message"]
+        response = await http.post("/v1/responses", json=_responses("[tool:t]", tools=[tool]))
+        assert response.status_code == 400
+        assert "more than 10000 values" in response.json()["error"]["message"]
+        small = {
+            **tool,
+            "parameters": {"type": "array", "minItems": 3, "items": {"type": "integer"}},
+        }
+        raw = (await http.post("/v1/responses", json=_responses("[tool:t]", tools=[small]))).content
+        call = parse(raw)[-1].json()["response"]["output"][0]
+        assert json.loads(call["arguments"]) == [0, 0, 0]
+
+
+async def test_deep_json_is_a_400_naming_the_limit_and_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """800 nested arrays: a 400 (it was a 500 and 141 KB of RecursionError traceback)."""
+    raw = (
+        b'{"model":"m","stream":true,"messages":[{"role":"user","content":'
+        + b"[" * 800
+        + b"]" * 800
+        + b"}]}"
+    )
+    caplog.set_level(logging.INFO, logger="aiostream_synth")
+    async with _http(_proxy()) as http:
+        response = await http.post(
+            "/v1/chat/completions", content=raw, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400
+    assert "more than 254 arrays or objects deep" in response.json()["error"]["message"]
+    records = [r for r in caplog.records if r.name.startswith("aiostream_synth")]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert records[0].exc_info is None
+    nested_254 = b'{"model":"m","input":"x","metadata":' + b"[" * 253 + b"]" * 253 + b"}"
+    async with _http(_proxy()) as http:  # at the limit: past the depth check, refused later
+        response = await http.post(
+            "/v1/responses", content=nested_254, headers={"content-type": "application/json"}
+        )
+    assert "deep" not in response.text
+
+
 async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
     """[tool:NAME] calls the request's tool with schema-valid arguments; namespaces come back."""
     async with _http(_proxy()) as http:

@@ -103,6 +103,36 @@ def test_sigterm_does_not_wait_for_an_idle_keep_alive_connection(server: str) ->
         assert process.wait() == 0  # the test's timeout ends a hang
 
 
+@pytest.mark.parametrize("server", ["lean", "uvicorn"])
+def test_max_connections_answers_503_beyond_the_cap(server: str) -> None:
+    """--max-connections 1: a second connection gets a 503 while the first, kept alive, is
+    served."""
+    with serve("--max-connections", "1", *SERVERS[server]) as (_, url), httpx.Client() as first:
+        # Until the server saw the start-up probe's connection close (it counted against the cap).
+        while first.get(f"{url}/healthz").status_code == 503:
+            pass
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as second:
+            second.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            answer = b""
+            while b"\r\n" not in answer:
+                answer += _recv(second, answer)
+            assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert first.get(f"{url}/healthz").status_code == 200
+
+
+def test_http_timeouts_are_serve_options() -> None:
+    """--http-head-timeout-s: a head that never ends gets its 408 at the given deadline."""
+    with serve("--http-head-timeout-s", "0.2") as (_, url):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Par")
+            answer = b""
+            while b"\r\n" not in answer:
+                answer += _recv(sock, answer)
+            assert answer.startswith(b"HTTP/1.1 408 "), answer
+
+
 @pytest.mark.parametrize("server", list(SERVERS))
 def test_a_client_that_leaves_cancels_its_backend_call(server: str) -> None:
     """Disconnect detection on every server: the client closes mid-wait; the request is logged

@@ -111,7 +111,36 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
         raise RequestError(
             400, f"The request body must be a JSON object, not {type(body).__name__}."
         )
+    # Fewer brackets than the limit cannot nest deeper than it (a count at C speed): only
+    # bodies with many containers are walked.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(body) > MAX_JSON_DEPTH:
+        raise RequestError(
+            400,
+            f"The JSON body of your request nests more than {MAX_JSON_DEPTH} arrays or "
+            "objects deep, which is not supported.",
+        )
     return body
+
+
+#: The deepest nesting of arrays and objects a request body may have: what orjson encodes (every
+#: body is serialized again on its way to the backend) and far beyond any real request.
+MAX_JSON_DEPTH = 254
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value``'s arrays and objects nest, walked without recursion (a body nested
+    800 deep must not exhaust the interpreter's stack); stops early past the limit."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_JSON_DEPTH:
+                break
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:

@@ -111,6 +111,16 @@ class ProxyConfig:
     drain_timeout: float = 30.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 1
+    #: Open client connections per worker at most (a 503 beyond); None: no cap.
+    max_connections: int | None = None
+    #: Seconds an idle keep-alive client connection stays open.
+    http_keep_alive_s: float = 5.0
+    #: lean only: seconds a request head gets to arrive whole.
+    http_head_timeout_s: float = 30.0
+    #: lean only: seconds a request body may stay silent while it is awaited.
+    http_body_timeout_s: float = 30.0
+    #: lean and uvicorn: seconds a client may read nothing while its answer waits for it.
+    http_write_timeout_s: float = 60.0
     #: The HTTP server: ``lean`` (_proxy/lean_http.py, the least memory per open stream),
     #: ``uvicorn``, ``hypercorn`` or ``granian``.
     server: Literal["lean", "uvicorn", "hypercorn", "granian"] = "lean"
@@ -119,6 +129,26 @@ class ProxyConfig:
     log_level: str = "info"
     #: The embedded model's name.
     model: str = EMBEDDED_MODEL
+
+    def __post_init__(self) -> None:
+        # An empty key would be a key nobody can be refused with: ``AIOSTREAM_SYNTH_API_KEY=``
+        # (a variable set to nothing) must not turn authentication off without a word.
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError(
+                "api_key is empty: give the inbound bearer token, or leave it unset "
+                "to accept every request"
+            )
+        for name in (
+            "http_keep_alive_s",
+            "http_head_timeout_s",
+            "http_body_timeout_s",
+            "http_write_timeout_s",
+        ):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
 
     def bridge_options(self) -> BridgeOptions:
         """The bridge options ``bridge_profile`` and ``bridge_config`` describe (``ValueError``

@@ -36,6 +36,7 @@ _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "timeout": float,
     "read_timeout": float,
     "upstream_max_connections": int,
+    "max_connections": int,
     "anthropic_event_keepalive_s": float,
 }
 _CHOICES: dict[str, list[str]] = {
@@ -85,6 +86,11 @@ _HELP = {
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn, lean)",
+    "max_connections": "open client connections per worker at most, a 503 beyond (lean, uvicorn; 0 or unset: no cap)",
+    "http_keep_alive_s": "seconds an idle keep-alive client connection stays open (lean, uvicorn, hypercorn)",
+    "http_head_timeout_s": "seconds a request head gets to arrive whole, then 408 (lean)",
+    "http_body_timeout_s": "seconds a request body may stay silent while it is awaited, then 408 (lean)",
+    "http_write_timeout_s": "seconds a client may read nothing while its answer waits, then the connection is aborted (lean, uvicorn)",
     "server": "HTTP server: lean (our own HTTP/1.1 server, the least memory per open stream), uvicorn, hypercorn or granian",
     "loop": "event loop: auto (uvloop when installed), asyncio, uvloop, or trio (hypercorn's trio worker)",
     "log_level": "log level",

@@ -4,14 +4,14 @@ So that ``aiostream-synth serve`` works with nothing else running. Bracketed dir
 message script the answer:
 
 ================  ====================================================================
-``[delay:30]``    answer after 30 seconds (a finite number >= 0; anything else is a 400)
+``[delay:30]``    answer after 30 seconds (0 to 86400; anything else is a 400)
 ``[tool:NAME]``   call the request's tool NAME (flat name, or the short name of a
                   namespaced tool), with arguments valid for its JSON schema; a custom
                   tool gets a text input. ``[tool:NAME {"cmd": "ls"}]`` gives the
                   arguments (for a custom tool: the text after the name) explicitly
 ``[reasoning]``   add a reasoning item (Responses) / ``reasoning_content`` (chat) / a
                   signed thinking block (Anthropic)
-``[error:429]``   fail with that HTTP status
+``[error:429]``   fail with that HTTP status (400 to 599; anything else is a 400)
 ``[incomplete]``  status ``incomplete`` / ``finish_reason: length`` / ``stop_reason:
                   max_tokens``
 ``[usage-nulls]`` usage whose detail counters are ``null``
@@ -62,39 +62,101 @@ def parse_directives(text: str) -> tuple[str, dict[str, str]]:
     return " ".join(_DIRECTIVE.sub(" ", text).split()), found
 
 
+#: The longest ``[delay]``, seconds (a day): a longer one is a typo, and the timer's own range
+#: ends well before ``1e308``.
+MAX_DELAY_S = 86_400.0
+#: The most values a ``[tool]`` call's generated arguments may hold: the example is built on
+#: the event loop, so a schema asking for 2000 arrays of 2000 must be refused, not built.
+MAX_EXAMPLE_VALUES = 10_000
+
+
 def _seconds(argument: str) -> float:
-    """``[delay:N]``'s argument: a finite, non-negative number of seconds (empty is 0)."""
+    """``[delay:N]``'s argument: seconds from 0 to :data:`MAX_DELAY_S` (empty is 0)."""
     try:
         seconds = float(argument or 0)
     except ValueError:
         seconds = math.nan
-    if not 0 <= seconds < math.inf:
-        raise EmbeddedError(400, f"embedded backend: [delay:{argument}] needs seconds (>= 0).")
+    if not 0 <= seconds <= MAX_DELAY_S:
+        raise EmbeddedError(
+            400, f"embedded backend: [delay:{argument}] needs seconds from 0 to {MAX_DELAY_S:g}."
+        )
     return seconds
 
 
+def _status(argument: str) -> int:
+    """``[error:N]``'s argument: an HTTP error status, 400 to 599 (empty is 500). A backend
+    failure with a 1xx would be sent as the final status of the answer."""
+    try:
+        status = int(argument or 500)
+    except ValueError:
+        status = 0
+    if not 400 <= status <= 599:
+        raise EmbeddedError(
+            400, f"embedded backend: [error:{argument}] needs an error status from 400 to 599."
+        )
+    return status
+
+
+class _TooLarge(Exception):
+    """The schema's example would exceed :data:`MAX_EXAMPLE_VALUES`."""
+
+
 def _example(schema: Any) -> Any:
-    """A value valid for a (simple) JSON schema: required properties, first enum value..."""
-    if not isinstance(schema, dict):
-        return {}
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            return _example(schema[key][0])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or (kind is None and "properties" in schema):
-        properties = schema.get("properties") or {}
-        return {name: _example(properties.get(name, {})) for name in schema.get("required") or ()}
-    if kind == "array":
-        return [_example(schema.get("items", {})) for _ in range(int(schema.get("minItems") or 0))]
-    return {"string": "example", "integer": 0, "number": 0, "boolean": False, "null": None}.get(
-        kind if isinstance(kind, str) else "", {}
-    )
+    """A value valid for a (simple) JSON schema: required properties, first enum value...; an
+    :class:`EmbeddedError` (400) when it would hold more than :data:`MAX_EXAMPLE_VALUES`."""
+    try:
+        return _ExampleBuilder().build(schema)
+    except _TooLarge:
+        raise EmbeddedError(
+            400,
+            "embedded backend: the tool's schema needs arguments of more than "
+            f"{MAX_EXAMPLE_VALUES} values; give them explicitly ([tool:NAME {{...}}]).",
+        ) from None
+
+
+class _ExampleBuilder:
+    """Builds one example, counting the values it made against the bound."""
+
+    def __init__(self) -> None:
+        self.left = MAX_EXAMPLE_VALUES
+
+    def build(self, schema: Any) -> Any:
+        self.left -= 1
+        if self.left < 0:
+            raise _TooLarge
+        if not isinstance(schema, dict):
+            return {}
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return schema["enum"][0]
+        for key in ("anyOf", "oneOf", "allOf"):
+            if schema.get(key):
+                return self.build(schema[key][0])
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind == "object" or (kind is None and "properties" in schema):
+            properties = schema.get("properties") or {}
+            return {
+                name: self.build(properties.get(name, {})) for name in schema.get("required") or ()
+            }
+        if kind == "array":
+            count = _count(schema.get("minItems"))
+            if count > self.left:
+                raise _TooLarge
+            return [self.build(schema.get("items", {})) for _ in range(count)]
+        return {"string": "example", "integer": 0, "number": 0, "boolean": False, "null": None}.get(
+            kind if isinstance(kind, str) else "", {}
+        )
+
+
+def _count(value: Any) -> int:
+    """``minItems`` as a count (a schema's odd value, ``"3"`` or ``2.0``, read leniently)."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def _digest(*parts: str) -> str:
@@ -136,7 +198,7 @@ class EmbeddedBackend:
             # The ticker's sleep: thousands of simulated turns waiting at once share timers.
             await tick.sleep(_seconds(directives["delay"]))
         if "error" in directives:
-            status = int(directives["error"] or 500)
+            status = _status(directives["error"])
             hint = " Please try again in 1s." if status == 429 else ""
             raise EmbeddedError(status, f"embedded backend: simulated HTTP {status}.{hint}")
         if dialect == "chat":

@@ -17,15 +17,37 @@ What it does, as uvicorn's httptools protocol does:
 * responses framed by their ``content-length``, else chunked (HTTP/1.1) or ended by closing the
   connection (HTTP/1.0); none for ``HEAD``, 204 and 304;
 * a request head over :data:`MAX_HEAD_BYTES` gets a 431, an unparsable request a 400, both with
-  the connection closed; an app that fails before its response starts gives a 500, after it the
-  connection closes;
+  the connection closed; an app that fails before its response starts, or starts it with a
+  status below 200, gives a 500, after it the connection closes;
+* header values without the whitespace that ends them (RFC 9110 §5.5), and no trailers: the
+  fields after a chunked body are read and dropped (they never reach the scope's headers);
 * ``Upgrade`` is not supported: the request is answered as a plain one (its body read whole),
   then the connection closes.
 
-And what uvicorn does not: deadlines for requests. A request head not whole
-:data:`HEAD_TIMEOUT_S` after the connection opened (or after its first byte on an idle
-connection), and a request body silent for :data:`BODY_TIMEOUT_S` while the app waits for it,
-get a 408 and the connection closes; a connection that sends nothing is just closed.
+And what uvicorn does not, for clients that are not to be trusted (each limit a field of
+:class:`Limits`, each a ``serve`` option):
+
+* deadlines for requests: a request head not whole ``head_timeout_s`` after the connection
+  opened (or after its first byte on an idle connection), and a request body silent for
+  ``body_timeout_s`` while the app waits for it, get a 408 and the connection closes; a
+  connection that sends nothing is just closed;
+* a write deadline: a client that reads nothing of its answer for ``write_timeout_s`` while the
+  answer waits for it (the transport's buffer full, or a closing connection's last bytes
+  unsent) is aborted, so an answer it never reads is not held for as long as it stays;
+* head bytes counted as they are fed, not as lines end: one header value that never ends
+  (``X-Big: aaaa...`` with no CRLF) gets its 431 once :data:`MAX_HEAD_BYTES` came, however it
+  is cut; bytes that make no progress anywhere in a request (a trailer that never ends) are
+  bounded the same way;
+* a pipelined request waiting its turn is held unparsed, but the connection goes on being read
+  (up to :data:`BODY_HIGH_WATER` bytes held): a pipelining client that leaves is noticed at
+  once, and the answer it was waiting for is cancelled;
+* an answer sent before its request's body was read (a 401, a 413) ends with the connection
+  closing after the rest of that body is read and thrown away (up to :data:`DRAIN_BYTES`,
+  within ``body_timeout_s``): closed with data unread, the kernel would send the client a
+  reset, which can reach it before the answer does;
+* ``max_connections``: a connection beyond it gets a 503 and is closed at once;
+* bytes after a connection's last request (``Connection: close``, HTTP/1.0) are read and
+  ignored: that request is answered, nothing after it is parsed or answered.
 
 And, for the app (``_serving.asgi``): each request's scope carries ``RECEIVED_AT``, the loop's
 time when its first bytes were parsed, and ``ON_DISCONNECT``, a function taking the callback to
@@ -50,6 +72,7 @@ import time
 import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 import httptools
@@ -62,6 +85,8 @@ __all__ = [
     "HEAD_TIMEOUT_S",
     "KEEP_ALIVE_S",
     "MAX_HEAD_BYTES",
+    "WRITE_TIMEOUT_S",
+    "Limits",
     "run",
     "serve",
 ]
@@ -92,10 +117,49 @@ BODY_TIMEOUT_S = 30.0
 BODY_HIGH_WATER = 64 * 1024
 #: Bytes of a request line and headers taken before the request is refused (431).
 MAX_HEAD_BYTES = 64 * 1024
+#: Seconds a client may read nothing while its answer waits for it (nginx's ``send_timeout``
+#: is 60): counted while the transport's buffer is over its high-water mark, and while a
+#: closing connection still has bytes to send.
+WRITE_TIMEOUT_S = 60.0
+#: Request body bytes read and thrown away after an answer that came before the body was read,
+#: before the connection closes anyway.
+DRAIN_BYTES = 1024 * 1024
+#: Seconds a refused connection is read (and what comes thrown away) before it closes, when
+#: the client does not close it first (nginx's ``lingering_timeout``).
+LINGER_S = 5.0
 #: Seconds open exchanges get to end after the app has drained its streams, before they are
 #: cancelled (uvicorn's ``timeout_graceful_shutdown`` as ``serve`` sets it).
 GRACEFUL_S = 5.0
 
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The deadlines and the connection cap one server applies (``serve``'s options)."""
+
+    #: An idle keep-alive connection's life after its last response, seconds.
+    keep_alive_s: float = KEEP_ALIVE_S
+    #: A request head's deadline (see :data:`HEAD_TIMEOUT_S`), seconds.
+    head_timeout_s: float = HEAD_TIMEOUT_S
+    #: How long a request body may stay silent (see :data:`BODY_TIMEOUT_S`), seconds.
+    body_timeout_s: float = BODY_TIMEOUT_S
+    #: How long a client may read nothing of its answer (see :data:`WRITE_TIMEOUT_S`), seconds.
+    write_timeout_s: float = WRITE_TIMEOUT_S
+    #: Open connections at most; one more gets a 503 and is closed. None: no cap.
+    max_connections: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("keep_alive_s", "head_timeout_s", "body_timeout_s", "write_timeout_s"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(
+                f"max_connections must be at least 1 or None, not {self.max_connections}"
+            )
+
+
+#: Bytes of a read parsed at once while it may hold a request head (see ``_Connection._feed``).
+_HEAD_STEP = 16 * 1024
 #: Distinct header names :class:`_Server` keeps lowercased (clients send the same few).
 _NAMES_KEPT = 512
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
@@ -103,6 +167,7 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00\r\n]")
+_UNAVAILABLE_TEXT = "Service Unavailable: too many connections"
 _STATUS_LINES: dict[int, bytes] = {}
 
 
@@ -147,11 +212,14 @@ def _error_response(status: int, text: str) -> bytes:
 class _Server:
     """What every connection of one process shares."""
 
-    __slots__ = ("addresses", "app", "connections", "loop", "names", "tasks")
+    __slots__ = ("addresses", "app", "connections", "limits", "loop", "names", "tasks")
 
-    def __init__(self, app: App, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, app: App, loop: asyncio.AbstractEventLoop, limits: Limits | None = None
+    ) -> None:
         self.app = app
         self.loop = loop
+        self.limits = limits if limits is not None else Limits()
         self.connections: set[_Connection] = set()
         #: The apps' tasks (the loop keeps only weak references to tasks).
         self.tasks: set[asyncio.Task[None]] = set()
@@ -182,6 +250,7 @@ class _Exchange:
         "chunked",
         "conn",
         "done",
+        "drains",
         "expect_continue",
         "keep_alive",
         "on_lost",
@@ -208,6 +277,10 @@ class _Exchange:
         self.chunked = False
         self.remaining: int | None = None  # body bytes the content-length still allows
         self.done = False  # the response was written whole
+        #: Answered before its body was read, which the client is sending: read and thrown
+        #: away before the connection closes (not when a 100-continue was still owed: such a
+        #: client may send no body at all).
+        self.drains = False
         self.on_lost: Callable[[], object] | None = None
 
     # -- what the server tells it -------------------------------------------------------------
@@ -315,6 +388,9 @@ class _Exchange:
 
     def _start(self, message: Message) -> None:
         status = message["status"]
+        if not isinstance(status, int) or not 200 <= status <= 999:
+            # A 1xx is not a final status: the client would wait for the real one for ever.
+            raise RuntimeError(f"invalid response status {status!r}: a final status is 200-999")
         head = [_status_line(status), _Date.now()]
         remaining: int | None = None
         chunked = False
@@ -350,6 +426,7 @@ class _Exchange:
         self.remaining = remaining
         self.chunked = chunked
         self.started = True
+        self.drains = not self.body_done and not self.expect_continue
         self.expect_continue = False
         self.conn.write(b"".join(head))
 
@@ -391,22 +468,30 @@ class _Connection(asyncio.Protocol):
         "closed",
         "current",
         "drain_waiter",
+        "draining",
         "head_bytes",
         "headers",
+        "held",
+        "in_head",
         "in_message",
+        "last_read",
+        "lingering",
         "parser",
         "parsing",
         "pipeline",
+        "progressed",
         "reading_paused",
         "received_at",
         "server",
         "sockname",
+        "stalled",
         "timer",
         "timing",
         "transport",
         "upgrade_left",
         "url",
         "write_paused",
+        "write_timer",
     )
 
     def __init__(self, server: _Server) -> None:
@@ -416,6 +501,21 @@ class _Connection(asyncio.Protocol):
         #: methods it keeps): made when bytes arrive, let go between requests.
         self.parser: httptools.HttpRequestParser | None = None
         self.in_message = False  # the parser is inside a request
+        self.in_head = False  # ... and inside its head
+        #: Bytes fed since the parser last called back (``progressed``): what a header value,
+        #: a trailer or a chunk line that never ends has taken so far.
+        self.stalled = 0
+        self.progressed = False
+        #: Bytes read while a pipelined request waits its turn, not parsed yet.
+        self.held: bytearray | None = None
+        #: After an early answer: request body bytes still to throw away before closing.
+        self.draining: int | None = None
+        #: After a refusal: bytes still to read and throw away before closing (a lingering
+        #: close), else None.
+        self.lingering: int | None = None
+        #: The connection's last request was read whole (``Connection: close``, HTTP/1.0):
+        #: whatever the client sends after it is read and ignored, never parsed.
+        self.last_read = False
         self.client: tuple[str, int] | None = None
         self.sockname: tuple[str, int] | None = None
         self.closed = False
@@ -436,6 +536,8 @@ class _Connection(asyncio.Protocol):
         self.reading_paused = False
         self.write_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
+        #: The write deadline, while the client reads nothing of what waits for it.
+        self.write_timer: asyncio.TimerHandle | None = None
         #: After an ``Upgrade`` request's head: its body bytes still to come (then nothing).
         self.upgrade_left: int | None = None
 
@@ -445,13 +547,26 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self.client = _address(transport.get_extra_info("peername"))
         self.sockname = self.server.address(transport.get_extra_info("sockname"))
-        self.server.connections.add(self)
-        self._time(HEAD_TIMEOUT_S, "head")
+        server = self.server
+        cap = server.limits.max_connections
+        if cap is not None and len(server.connections) >= cap:
+            LOG.warning(
+                "%d connections open: %s refused (503)", len(server.connections), _show(self.client)
+            )
+            self.write(_error_response(503, _UNAVAILABLE_TEXT))
+            self._linger()  # nothing of this connection is parsed or answered
+            return
+        server.connections.add(self)
+        self._time(server.limits.head_timeout_s, "head")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
         self._untime()
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+        self.held = None
         self.write_paused = False
         waiter, self.drain_waiter = self.drain_waiter, None
         if waiter is not None and not waiter.done():
@@ -466,9 +581,13 @@ class _Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self._write_deadline()
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
         waiter, self.drain_waiter = self.drain_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -485,7 +604,35 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
-            self.transport.close()
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        """Close; bytes still unsent go out first, as long as the client reads them within
+        the write deadline."""
+        transport = self.transport
+        assert transport is not None
+        transport.close()
+        if transport.get_write_buffer_size():
+            self._write_deadline()
+
+    def _write_deadline(self) -> None:
+        if self.write_timer is None:
+            self.write_timer = self.server.loop.call_later(
+                self.server.limits.write_timeout_s, self._write_timed_out
+            )
+
+    def _write_timed_out(self) -> None:
+        self.write_timer = None
+        transport = self.transport
+        if transport is None or not transport.get_write_buffer_size():
+            return  # pragma: no cover - resume_writing cancels the timer first
+        LOG.warning(
+            "%s read nothing for %g s (%d bytes unsent): aborted",
+            _show(self.client),
+            self.server.limits.write_timeout_s,
+            transport.get_write_buffer_size(),
+        )
+        transport.abort()
 
     def pause_reading(self) -> None:
         transport = self.transport
@@ -532,61 +679,119 @@ class _Connection(asyncio.Protocol):
         if self.closed or transport is None or transport.is_closing():
             self._untime()  # refused, or ending: nothing to wait for
             return
+        if self.timing in ("drain", "linger"):
+            return  # reading and throwing away before closing: its own deadline runs
+        limits = self.server.limits
         current = self.current
         if current is not None:
             if not self._awaits_body(current):
                 self._untime()
                 return
             if self.timing != "body":
-                self._time(BODY_TIMEOUT_S, "body")
+                self._time(limits.body_timeout_s, "body")
             self.body_seen = self.server.loop.time()  # silent from now
         elif self.in_message:
             if self.timing != "head":
                 # A head began on an idle connection: its own deadline from now on; one already
                 # counting (from the connection's opening) goes on, however the bytes trickle.
-                self._time(HEAD_TIMEOUT_S, "head")
+                self._time(limits.head_timeout_s, "head")
         elif not self.timing:  # a request was just answered (else: idle, or a fresh connection)
-            self._time(KEEP_ALIVE_S, "idle")
+            self._time(limits.keep_alive_s, "idle")
 
     def _timed_out(self) -> None:
         timing = self.timing
         self.timer, self.timing = None, ""
         current = self.current
-        if timing == "body":
+        limits = self.server.limits
+        if timing in ("drain", "linger"):
+            self.close()  # the rest did not come in time: closed all the same
+        elif timing == "body":
             if current is None or not self._awaits_body(current):
                 return  # the body came, or the app answered without it
-            left = self.body_seen + BODY_TIMEOUT_S - self.server.loop.time()
+            left = self.body_seen + limits.body_timeout_s - self.server.loop.time()
             if left > 0:  # bytes came meanwhile: still silent since then
                 self._time(left, "body")
                 return
             LOG.warning(
-                "request body from %s silent for %g s: closed", _show(self.client), BODY_TIMEOUT_S
+                "request body from %s silent for %g s: closed",
+                _show(self.client),
+                limits.body_timeout_s,
             )
             self._refuse(408, "Request Timeout")  # the app's receive() then hears a disconnect
         elif current is not None:  # pragma: no cover - the timer is stopped when answering
             return
         elif self.in_message:  # part of a request head came
             LOG.warning(
-                "no whole request head from %s in %g s: closed", _show(self.client), HEAD_TIMEOUT_S
+                "no whole request head from %s in %g s: closed",
+                _show(self.client),
+                limits.head_timeout_s,
             )
             self._refuse(408, "Request Timeout")
         else:
             self.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering is not None:  # refused: read and thrown away, up to a bound
+            self.lingering -= len(data)
+            if self.lingering < 0:
+                self.close()
+            return
         if self.upgrade_left is not None:  # after an Upgrade request's head
             self._upgrade_body(data)
             self.deadline()
             return
+        if self.pipeline:
+            # A request waits its turn: what follows it waits unparsed, but reading goes on,
+            # so a client that leaves is noticed (its FIN read) while it waits.
+            held = self.held
+            if held is None:
+                held = self.held = bytearray()
+            held += data
+            if len(held) > BODY_HIGH_WATER:
+                self.pause_reading()
+            return
+        self._feed(data)
+        self.deadline()
+
+    def _feed(self, data: bytes) -> None:
+        if self.last_read:
+            return  # after the connection's last request: ignored (its answer still comes)
+        if len(data) <= _HEAD_STEP or (self.in_message and not self.in_head):
+            self._parse(data)  # a body's bytes (or a small read): at once
+            return
+        # A large read that may hold a head: parsed a step at a time while it does, so the
+        # bytes completing nothing are counted every step, not once a read (a read is up to
+        # 256 KiB); once a body begins, the rest at once.
+        view = memoryview(data)
+        start = 0
+        while start < len(data):
+            heads = self.in_head or not self.in_message
+            end = start + _HEAD_STEP if heads else len(data)
+            self._parse(bytes(view[start:end]))
+            start = end
+            if self.closed or self.last_read or self.lingering is not None:
+                return
+            if self.upgrade_left is not None:
+                if start < len(data):
+                    self._upgrade_body(bytes(view[start:]))
+                return
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+
+    def _parse(self, data: bytes) -> None:
         parser = self.parser
         if parser is None:
             parser = self.parser = httptools.HttpRequestParser(self)
+        self.progressed = False
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
             self.parser = None
             self._upgrade_refused(data[upgrade.args[0] :] if upgrade.args else b"")
         except httptools.HttpParserError as exc:
+            if self.last_read:
+                return  # llhttp refuses data after `Connection: close`: ignored, not a 400
             if self.head_bytes > MAX_HEAD_BYTES:
                 self._refuse(431, "Request Header Fields Too Large")
             else:
@@ -595,13 +800,64 @@ class _Connection(asyncio.Protocol):
         else:
             if not self.in_message:
                 self.parser = None  # between requests: the next one gets a fresh parser
-        self.deadline()
+                self.stalled = 0
+            elif self.progressed:
+                # Counted from the last callback on: the bytes after it in this step are not,
+                # so the bound is exceeded by at most one step, never reached early.
+                self.stalled = 0
+            else:
+                self.stalled += len(data)
+                if self.head_bytes + self.stalled > MAX_HEAD_BYTES:
+                    self._stalled()
+
+    def _stalled(self) -> None:
+        """Bytes that complete nothing (a header value, a trailer, a chunk line that never
+        ends) passed the head limit: refused before httptools keeps more of them."""
+        if self.in_head:
+            LOG.warning(
+                "request head from %s over %d bytes: refused", _show(self.client), MAX_HEAD_BYTES
+            )
+            self._refuse(431, "Request Header Fields Too Large")
+        else:
+            LOG.warning(
+                "%d bytes from %s in a request that complete nothing: refused",
+                self.stalled,
+                _show(self.client),
+            )
+            self._refuse(400, "Invalid HTTP request")
 
     def _refuse(self, status: int, text: str) -> None:
-        answering = self.current is not None and self.current.started
-        if not answering and not self.closed:
-            self.write(_error_response(status, text))
-        self.close()
+        """Answer ``status`` and end the connection: with a lingering close when no request is
+        being answered (see :meth:`_linger`), at once when one is (its app hears of it)."""
+        current = self.current
+        if self.closed or (current is not None and current.started):
+            self.close()
+            return
+        self.write(_error_response(status, text))
+        if current is None:
+            self._linger()
+        else:
+            self.close()
+
+    def _linger(self) -> None:
+        """A lingering close (nginx's): the answer written, the sending side shut (a FIN after
+        it), and what the client still sends read and thrown away until it closes, for up to
+        :data:`DRAIN_BYTES` or :data:`LINGER_S`. Closed at once with bytes unread, the
+        kernel would reset the connection, and a reset can overtake the answer: the client
+        would see "connection reset" instead of its 431."""
+        transport = self.transport
+        assert transport is not None
+        self.parser = None
+        self.in_message = self.in_head = False
+        self.pipeline = self.held = None
+        self.lingering = DRAIN_BYTES
+        try:
+            transport.write_eof()
+        except (NotImplementedError, OSError, RuntimeError):  # pragma: no cover - TLS, gone
+            self._close_transport()
+            return
+        self._time(LINGER_S, "linger")
+        self.resume_reading()
 
     def _upgrade_refused(self, rest: bytes) -> None:
         """httptools stops at the head of a request asking to switch protocols (``Upgrade``;
@@ -639,22 +895,28 @@ class _Connection(asyncio.Protocol):
     # -- httptools' callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self.in_message = True
+        self.in_message = self.in_head = self.progressed = True
         self.received_at = self.server.loop.time()
         self.url = b""
         self.headers = []
         self.head_bytes = 0
 
     def on_url(self, url: bytes) -> None:
+        self.progressed = True
         self.head_bytes += len(url)
         if self.head_bytes > MAX_HEAD_BYTES:
             raise ValueError("request head too large")
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.progressed = True
         self.head_bytes += len(name) + len(value) + 4
         if self.head_bytes > MAX_HEAD_BYTES:
             raise ValueError("request head too large")
+        if not self.in_head:
+            return  # a trailer (after a chunked body): read, counted, dropped
+        if value[-1:] in (b" ", b"\t"):
+            value = value.rstrip(b" \t")  # llhttp keeps the whitespace ending a value
         names = self.server.names
         lowered = names.get(name)
         if lowered is None:
@@ -664,6 +926,8 @@ class _Connection(asyncio.Protocol):
         self.headers.append((lowered, value))
 
     def on_headers_complete(self) -> None:
+        self.in_head = False
+        self.progressed = True
         parser = self.parser
         assert parser is not None  # called back from its feed_data
         url = httptools.parse_url(self.url)
@@ -697,13 +961,19 @@ class _Connection(asyncio.Protocol):
         self.parsing = exchange
         if self.current is None:
             self._start(exchange)
-        else:  # pipelined behind the one being answered: it waits its turn, unread beyond
+        else:  # pipelined behind the one being answered: it waits its turn, what follows it
+            # in later reads is held unparsed (data_received)
             if self.pipeline is None:
                 self.pipeline = deque()
             self.pipeline.append(exchange)
-            self.pause_reading()
 
     def on_body(self, body: bytes) -> None:
+        self.progressed = True
+        if self.draining is not None:  # after an early answer: thrown away, up to a bound
+            self.draining -= len(body)
+            if self.draining < 0:
+                self.close()
+            return
         exchange = self.parsing
         if exchange is None or exchange.body is None or exchange.done:
             return
@@ -713,10 +983,16 @@ class _Connection(asyncio.Protocol):
         exchange.wake()
 
     def on_message_complete(self) -> None:
-        self.in_message = False
+        self.in_message = self.in_head = False
+        self.progressed = True
+        if self.draining is not None:  # the early-answered request's body was read whole
+            self.close()
+            return
         exchange, self.parsing = self.parsing, None
         if exchange is not None:
             exchange.body_done = True
+            if not exchange.keep_alive:
+                self.last_read = True
             exchange.wake()
 
     # -- exchanges ----------------------------------------------------------------------------
@@ -732,6 +1008,14 @@ class _Connection(asyncio.Protocol):
     def answered(self, exchange: _Exchange) -> None:
         """``exchange``'s response was written whole: the next request's turn."""
         if not exchange.keep_alive:
+            if exchange.drains and self.parsing is exchange and not self.closed:
+                # The client is still sending the body: read and dropped, then closed.
+                self.draining = DRAIN_BYTES
+                exchange.body = None
+                self.pipeline = self.held = None
+                self._time(self.server.limits.body_timeout_s, "drain")
+                self.resume_reading()
+                return
             self.close()
             return
         self.current = None
@@ -740,6 +1024,9 @@ class _Connection(asyncio.Protocol):
         if not self.pipeline:
             self.pipeline = None
             self.resume_reading()
+            held, self.held = self.held, None
+            if held:  # what came while the request that just started waited its turn
+                self._feed(bytes(held))
         # The keep-alive period, the next head's deadline if part of it came meanwhile, or the
         # pipelined request's body deadline.
         self.deadline()
@@ -819,6 +1106,7 @@ async def serve(
     sock: socket.socket | None,
     backlog: int,
     drain: Callable[[], Awaitable[object]],
+    limits: Limits | None = None,
 ) -> None:
     """Serve ``app`` until SIGTERM/SIGINT: the first stops it gracefully (:func:`run`), a
     second at once."""
@@ -848,6 +1136,7 @@ async def serve(
             drain=drain,
             stopping=stopping,
             forced=forced,
+            limits=limits,
         )
     finally:
         for sig in handled:
@@ -865,6 +1154,7 @@ async def run(
     stopping: asyncio.Event,
     forced: asyncio.Event,
     listening: Callable[[int], object] | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Run the lifespan's startup, then serve ``app`` on ``sock`` (else ``host``:``port``;
     ``listening`` is told the port) until ``stopping`` is set. Then: stop accepting, await
@@ -874,7 +1164,7 @@ async def run(
     loop = asyncio.get_running_loop()
     lifespan = _Lifespan(app, loop)
     await lifespan.started
-    state = _Server(app, loop)
+    state = _Server(app, loop, limits)
     if sock is not None:
         server = await loop.create_server(lambda: _Connection(state), sock=sock)
     else:

@@ -99,6 +99,12 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
             log_level=config.log_level,
             lifespan="on",
             timeout_graceful_shutdown=5,
+            timeout_keep_alive=config.http_keep_alive_s,  # type: ignore[arg-type]
+            # uvicorn answers 503 once its open connections (this one included) or running
+            # requests reach the limit: one more than the connections allowed.
+            limit_concurrency=None
+            if config.max_connections is None
+            else config.max_connections + 1,
             backlog=_BACKLOG,
             # The proxy writes one line per request itself (with the client and the path);
             # uvicorn's access line would be a second one, about 8 µs each in a burst.
@@ -109,7 +115,7 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
             proxy_headers=False,
             # uvicorn's httptools protocol, telling the app each request's arrival and calling
             # it back when its client leaves (uvicorn_http.py).
-            http=http_protocol(),
+            http=http_protocol(write_timeout_s=config.http_write_timeout_s),
         )
     )
     server.run(sockets=[sock] if sock is not None else None)
@@ -122,6 +128,7 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
     hc.bind = [f"{config.host}:{config.port}"]
     hc.loglevel = config.log_level.upper()
     hc.graceful_timeout = 5
+    hc.keep_alive_timeout = config.http_keep_alive_s
     hc.backlog = _BACKLOG
     if config.loop == "trio":
         import trio
@@ -225,6 +232,13 @@ def _lean(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> Non
         sock=sock,
         backlog=_BACKLOG,
         drain=functools.partial(_drain_streams, app, config),
+        limits=lean_http.Limits(
+            keep_alive_s=config.http_keep_alive_s,
+            head_timeout_s=config.http_head_timeout_s,
+            body_timeout_s=config.http_body_timeout_s,
+            write_timeout_s=config.http_write_timeout_s,
+            max_connections=config.max_connections,
+        ),
     )
     if config.loop in ("auto", "uvloop"):
         with contextlib.suppress(ImportError):

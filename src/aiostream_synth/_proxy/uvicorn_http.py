@@ -17,6 +17,20 @@ each request arrived and calling it back when its client leaves.
   client's leaving is noticed when reading resumes (a task in ``receive()`` resumed it).
   HTTP clients do not pipeline.
 
+And three defences uvicorn lacks against clients that are not to be trusted (as the lean
+server has them):
+
+* **No trailers in the headers.** uvicorn's scope holds the very list its header callback
+  appends to, so the fields after a chunked body (``0\r\nx-api-key: KEY\r\n\r\n``) would join
+  the request's headers after the app read them; they are dropped.
+* **Head bytes counted as fed.** httptools keeps a header value until its line ends, so one
+  value that never ends (``X-Big: aaaa...``) grew without bound; bytes that complete nothing
+  are counted across reads, and past :data:`~aiostream_synth._proxy.lean_http.MAX_HEAD_BYTES`
+  the request gets a 431 (in its head) or a 400 (a trailer or chunk line) and the connection
+  closes.
+* **A write deadline.** A client that reads nothing for ``write_timeout_s`` while the
+  transport's buffer is full is aborted, so the answer it never reads is not held for ever.
+
 The app takes both out of the scope (:func:`~aiostream_synth._serving.asgi.received_at`,
 :func:`~aiostream_synth._serving.asgi.disconnect_hook`); any other app ignores them. Without
 httptools (uvicorn then speaks h11) ``serve`` runs uvicorn's default: the app's first look at a
@@ -26,6 +40,7 @@ request stands in for its arrival, and a task watches ``receive()``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +48,25 @@ from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
 __all__ = ["http_protocol"]
 
+LOG = logging.getLogger("aiostream_synth.proxy")
 
-def http_protocol() -> type[asyncio.Protocol] | str:
+#: Bytes of request head taken before the request is refused (the lean server's bound).
+MAX_HEAD_BYTES = 64 * 1024
+#: After a refusal: bytes read and thrown away, and seconds waited for the client to close,
+#: before the connection closes anyway (the lean server's bounds).
+DRAIN_BYTES = 1024 * 1024
+LINGER_S = 5.0
+#: Bytes of a read parsed at once while it may hold a request head.
+_HEAD_STEP = 16 * 1024
+#: Seconds a client may read nothing while its answer waits (the lean server's default).
+WRITE_TIMEOUT_S = 60.0
+
+
+def _show(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "?"
+
+
+def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Protocol] | str:
     """The ``http`` setting for ``uvicorn.Config``: the protocol above, or ``"auto"`` (h11)
     without httptools."""
     try:
@@ -44,16 +76,137 @@ def http_protocol() -> type[asyncio.Protocol] | str:
 
     class ProxyHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol; each request's scope says when it arrived and takes
-        a callback for its client leaving."""
+        a callback for its client leaving; trailers dropped, head bytes bounded as fed, and
+        a write deadline."""
 
         #: The current request's callback for the connection being lost (set by the app).
         _on_lost: Callable[[], object] | None = None
+        _in_message = False  # the parser is inside a request
+        _in_head = False  # ... and inside its head
+        _head_bytes = 0  # bytes of the head's completed parts
+        _stalled = 0  # bytes fed since a callback last completed something
+        _progressed = False
+        _write_timer: asyncio.TimerHandle | None = None
+        _lingering: int | None = None  # after a refusal: bytes still to throw away
+        _linger_timer: asyncio.TimerHandle | None = None
+
+        def data_received(self, data: bytes) -> None:
+            if self._lingering is not None:  # refused: read and thrown away, up to a bound
+                self._lingering -= len(data)
+                if self._lingering < 0:
+                    self.transport.close()
+                return
+            if len(data) <= _HEAD_STEP or (self._in_message and not self._in_head):
+                self._parse(data)
+                return
+            # A large read that may hold a head: a step at a time while it does (as lean).
+            view = memoryview(data)
+            start = 0
+            while start < len(data) and not self.transport.is_closing() and self._lingering is None:
+                heads = self._in_head or not self._in_message
+                end = start + _HEAD_STEP if heads else len(data)
+                self._parse(bytes(view[start:end]))
+                start = end
+
+        def _parse(self, data: bytes) -> None:
+            self._progressed = False
+            super().data_received(data)
+            if not self._in_message or self.transport.is_closing():
+                self._stalled = 0
+            elif self._progressed:
+                self._stalled = 0  # counted from the last callback: never refused early
+            else:
+                self._stalled += len(data)
+                if self._head_bytes + self._stalled > MAX_HEAD_BYTES:
+                    self._refuse_stalled()
+
+        def _refuse_stalled(self) -> None:
+            cycle = self.cycle
+            if cycle is not None and cycle.response_started and not cycle.response_complete:
+                self.transport.close()  # an answer is under way: the connection just ends
+                return
+            status, text = (
+                (431, b"Request Header Fields Too Large")
+                if self._in_head
+                else (400, b"Invalid HTTP request")
+            )
+            LOG.warning(
+                "request from %s: %d bytes that complete nothing: refused (%d)",
+                _show(self.client),
+                self._head_bytes + self._stalled,
+                status,
+            )
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                % (status, text, len(text), text)
+            )
+            # A lingering close, as lean's: the sending side shut, what still comes read and
+            # dropped until the client closes (a close with bytes unread is a reset, which can
+            # overtake the answer).
+            try:
+                self.transport.write_eof()
+            except (NotImplementedError, OSError, RuntimeError):  # pragma: no cover - TLS
+                self.transport.close()
+                return
+            self._lingering = DRAIN_BYTES
+            self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._in_message = self._in_head = self._progressed = True
+            self._head_bytes = self._stalled = 0
             scope: dict[str, Any] = self.scope  # type: ignore[assignment]
             scope[RECEIVED_AT] = self.loop.time()
             scope[ON_DISCONNECT] = self._watch_disconnect
+
+        def on_url(self, url: bytes) -> None:
+            self._progressed = True
+            self._head_bytes += len(url)
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._progressed = True
+            self._head_bytes += len(name) + len(value) + 4
+            if self._in_head:
+                super().on_header(name, value)
+            # else: a trailer, after a chunked body: read and dropped (uvicorn would append it
+            # to the scope's headers, which the app has read already)
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            self._progressed = True
+            super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._progressed = True
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            self._in_message = self._in_head = False
+            self._progressed = True
+            super().on_message_complete()
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._write_timer is None:
+                self._write_timer = self.loop.call_later(write_timeout_s, self._write_timed_out)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._write_timer is not None:
+                self._write_timer.cancel()
+                self._write_timer = None
+
+        def _write_timed_out(self) -> None:
+            self._write_timer = None
+            LOG.warning(
+                "%s read nothing for %g s (%d bytes unsent): aborted",
+                _show(self.client),
+                write_timeout_s,
+                self.transport.get_write_buffer_size(),
+            )
+            self.transport.abort()
 
         def _watch_disconnect(self, callback: Callable[[], object] | None) -> None:
             if callback is not None and self.transport.is_closing():
@@ -62,6 +215,10 @@ def http_protocol() -> type[asyncio.Protocol] | str:
             self._on_lost = callback
 
         def connection_lost(self, exc: Exception | None) -> None:
+            for timer in (self._write_timer, self._linger_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._write_timer = self._linger_timer = None
             super().connection_lost(exc)
             callback, self._on_lost = self._on_lost, None
             if callback is not None:

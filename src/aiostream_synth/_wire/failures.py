@@ -11,7 +11,8 @@ bridge.md §2.9). The upstream's own message is kept in every case.
 * anything else → ``server_error``; the upstream HTTP status is kept when it has one (else 500).
 
 The status is read from ``status_code`` (openai's ``APIStatusError``), ``status``, or
-``response.status_code`` (httpx's ``HTTPStatusError``). Cancellation is never classified: the
+``response.status_code`` (httpx's ``HTTPStatusError``); only an error status (400-599) counts:
+a failure carrying a 1xx, 2xx or 3xx is a 500, never an answer's final status. Cancellation is never classified: the
 engine lets it propagate. Messages are made safe for the wire (lone surrogates become U+FFFD),
 so a failure always becomes a terminal event.
 """
@@ -68,7 +69,7 @@ def _status(exc: BaseException) -> int | None:
         if (
             isinstance(candidate, int)
             and not isinstance(candidate, bool)
-            and 100 <= candidate <= 599
+            and 400 <= candidate <= 599
         ):
             return candidate
     return None

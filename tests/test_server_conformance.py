@@ -1,0 +1,231 @@
+"""The same raw requests to ``serve``'s two HTTP/1.1 servers, the lean one and uvicorn with our
+protocol, over loopback: the same answers, framed the same way (a differential test, so a fix
+made to one server and not the other shows here). Cases after uvicorn's own
+``tests/protocols/test_http.py`` and issue #35's review."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .servers import serve
+
+SERVERS = ["lean", "uvicorn-ours"]
+#: Response headers that say how an answer is framed (the rest differ by server: date, server).
+FRAMING = (b"content-length", b"transfer-encoding", b"connection")
+
+
+async def _echo(scope: Any, receive: Any, send: Any) -> None:
+    """The request as the app saw it, after its whole body (so trailers a server let into the
+    headers would show)."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    answer = json.dumps(
+        {
+            "method": scope["method"],
+            "path": scope["path"],
+            "raw_path": scope["raw_path"].decode("latin-1"),
+            "query": scope["query_string"].decode("latin-1"),
+            "version": scope["http_version"],
+            "headers": [[n.decode("latin-1"), v.decode("latin-1")] for n, v in scope["headers"]],
+            "body": body.decode("latin-1"),
+        }
+    ).encode()
+    if scope["path"] == "/chunked":  # no content-length: chunked (HTTP/1.1)
+        headers: list[tuple[bytes, bytes]] = []
+    else:
+        headers = [(b"content-length", str(len(answer)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def _get(path: str = "/", *headers: str, version: str = "1.1") -> bytes:
+    return ("\r\n".join([f"GET {path} HTTP/{version}", "Host: t", *headers]) + "\r\n\r\n").encode()
+
+
+def _post(body: bytes, *headers: str, path: str = "/") -> bytes:
+    head = [f"POST {path} HTTP/1.1", "Host: t", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+#: (id, bytes sent, answers expected, whether the server then closes).
+CASES: list[tuple[str, bytes, int, bool]] = [
+    ("get", _get("/a/b?x=1&y=2"), 1, False),
+    ("percent-path", _get("/one%2Ftwo"), 1, False),
+    ("post", _post(b'{"hello": "world"}', "Content-Type: application/json"), 1, False),
+    ("large-post", _post(b"x" * 100_000), 1, False),
+    ("empty-post", _post(b""), 1, False),
+    (
+        "chunked",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        1,
+        False,
+    ),
+    (
+        "chunked-with-a-trailer",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\n{}\r\n0\r\nx-api-key: KEY\r\n\r\n",
+        1,
+        False,
+    ),
+    ("trailing-whitespace", _get("/", "x-api-key: KEY \t", "X-Other:  v  "), 1, False),
+    ("chunked-answer", _get("/chunked"), 1, False),
+    ("head", b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n", 1, False),
+    ("expect-100", _post(b"{}", "Expect: 100-continue "), 2, False),  # the 100, then the 200
+    ("pipelined", _get("/1") + _post(b"two", path="/2") + _get("/3"), 3, False),
+    ("http-1.0", _get("/", version="1.0"), 1, True),
+    ("connection-close", _get("/", "Connection: close"), 1, True),
+    ("data-after-close", _get("/", "Connection: close") + _get("/after"), 1, True),
+    (
+        "post-after-close",
+        _post(b"{'hello': 'world'}", "Connection: close") + _get("/after"),
+        1,
+        True,
+    ),
+    ("pipelined-then-close", _get("/1") + _get("/2", "Connection: close") + _get("/3"), 2, True),
+    # A header value that never ends: a 431 once the head limit came (not memory without end).
+    ("endless-header", b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 300_000, 1, True),
+    ("garbage", b"NOT HTTP AT ALL\r\n\r\n", 1, True),
+    (
+        "length-and-chunked",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        1,
+        True,
+    ),
+    (
+        "two-lengths",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        1,
+        True,
+    ),
+    ("bad-header-name", b"GET / HTTP/1.1\r\nHost: t\r\nBad Name: v\r\n\r\n", 1, True),
+]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, str]]:
+    with serve(_echo, "lean") as lean, serve(_echo, "uvicorn-ours") as ours:
+        yield {"lean": lean, "uvicorn-ours": ours}
+
+
+class _Reader:
+    """Reads HTTP/1.1 answers off a socket, as a strict client would frame them."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _more(self) -> bool:
+        data = self.sock.recv(65536)
+        self.buffer += data
+        return bool(data)
+
+    def _until(self, marker: bytes) -> bytes:
+        while marker not in self.buffer:
+            assert self._more(), f"closed before {marker!r}: {self.buffer[:200]!r}"
+        part, self.buffer = self.buffer.split(marker, 1)
+        return part
+
+    def _exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            assert self._more(), "closed mid-body"
+        part, self.buffer = self.buffer[:size], self.buffer[size:]
+        return part
+
+    def answer(self, method: str) -> tuple[int, dict[bytes, bytes], bytes]:
+        head = self._until(b"\r\n\r\n").split(b"\r\n")
+        status = int(head[0].split(b" ")[1])
+        assert head[0].startswith(b"HTTP/1.1 "), head[0]
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        if status < 200 or status in (204, 304) or method == "HEAD":
+            return status, headers, b""
+        if headers.get(b"transfer-encoding") == b"chunked":
+            body = b""
+            while size := int(self._until(b"\r\n"), 16):
+                body += self._exactly(size)
+                assert self._exactly(2) == b"\r\n"
+            assert self._until(b"\r\n") == b""  # no trailers from either server
+            return status, headers, body
+        if b"content-length" in headers:
+            return status, headers, self._exactly(int(headers[b"content-length"]))
+        while self._more():  # framed by the connection's end
+            pass
+        body, self.buffer = self.buffer, b""
+        return status, headers, body
+
+    def closed(self) -> bool:
+        """Whether the server ends the connection once its answers are read."""
+        return not self.buffer and not self._more()
+
+
+def _exchange(base: str, wire: bytes, answers: int, closes: bool) -> list[Any]:
+    host, port = base.removeprefix("http://").split(":")
+    method = wire.split(b" ", 1)[0].decode()
+    with socket.create_connection((host, int(port))) as sock:
+        # Refused before it was all read (the endless header): the answer is still there.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(wire)
+        reader = _Reader(sock)
+        seen: list[Any] = []
+        for _ in range(answers):
+            status, headers, body = reader.answer(method)
+            framing = {name: headers[name] for name in FRAMING if name in headers}
+            if status == 200 and body:
+                content: Any = json.loads(body)
+            else:  # error texts differ by server (and so their lengths): the status is the answer
+                content = status
+                if b"content-length" in framing:
+                    framing[b"content-length"] = b"*"
+            seen.append((status, framing, content))
+        if closes:
+            assert reader.closed(), "the server kept the connection open"
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("wire", "answers", "closes"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_both_servers_answer_raw_requests_alike(
+    servers: dict[str, str], wire: bytes, answers: int, closes: bool
+) -> None:
+    lean, ours = (_exchange(servers[kind], wire, answers, closes) for kind in SERVERS)
+    assert lean == ours
+
+
+def test_the_corpus_says_what_it_means(servers: dict[str, str]) -> None:
+    """A few answers checked outright (the differential test alone would pass two servers
+    wrong the same way)."""
+    base = servers["lean"]
+    ((_, _, trailer),) = _exchange(base, CASES[6][1], 1, False)
+    assert [name for name, _ in trailer["headers"]] == ["host", "transfer-encoding"]
+    ((_, _, spaces),) = _exchange(base, CASES[7][1], 1, False)
+    assert ["x-api-key", "KEY"] in spaces["headers"]
+    assert ["x-other", "v"] in spaces["headers"]
+    (cont, _, _), (ok, _, _) = _exchange(base, CASES[10][1], 2, False)
+    assert (cont, ok) == (100, 200)
+    answers = _exchange(base, CASES[11][1], 3, False)
+    assert [a[2]["path"] for a in answers] == ["/1", "/2", "/3"]
+    ((status, framing, after),) = _exchange(base, CASES[14][1], 1, True)
+    assert (status, after["path"], framing[b"connection"]) == (200, "/", b"close")
+    for case in CASES[-4:]:
+        ((status, _, _),) = _exchange(base, case[1], 1, True)
+        assert status == 400, case[0]
+    ((status, _, _),) = _exchange(base, CASES[-5][1], 1, True)
+    assert status == 431
