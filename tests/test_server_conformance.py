@@ -229,3 +229,141 @@ def test_the_corpus_says_what_it_means(servers: dict[str, str]) -> None:
         assert status == 400, case[0]
     ((status, _, _),) = _exchange(base, CASES[-5][1], 1, True)
     assert status == 431
+
+
+# -- request-smuggling probes ----------------------------------------------------------------
+#
+# A desync needs two parsers to disagree on where a request ends; behind a load balancer, lean
+# and uvicorn must at least agree with each other. The Transfer-Encoding mutations below are
+# the classes of defparam/smuggler's default configuration (a control byte before, inside,
+# after or around the header, next to a CR or an LF), generated here; the Content-Length and
+# chunk-framing probes are the classes PortSwigger's desync research names.
+
+#: Bytes a mutation places (controls, whitespace, DEL, Latin-1 high bytes).
+_ODD_BYTES = [0x01, 0x04, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1F, 0x20, 0x7F, 0xA0, 0xFF]
+#: Where a mutation puts the byte ``{c}`` around ``Transfer-Encoding: chunked``.
+_TE_SHAPES = {
+    "mid": "Transfer-Encoding:{c}chunked",
+    "post": "Transfer-Encoding{c}: chunked",
+    "pre": "{c}Transfer-Encoding: chunked",
+    "end": "Transfer-Encoding: chunked{c}",
+    "x-pre": "X: X{c}Transfer-Encoding: chunked",
+    "end-x": "Transfer-Encoding: chunked{c}X: X",
+    "cr-pre": "X: X\r{c}Transfer-Encoding: chunked",
+    "lf-pre": "X: X{c}\nTransfer-Encoding: chunked",
+    "cr-end": "Transfer-Encoding: chunked\r{c}X: X",
+    "lf-end": "Transfer-Encoding: chunked{c}\nX: X",
+}
+_FIXED_TE = {
+    "plain": "Transfer-Encoding: chunked",
+    "name-prefix": " Transfer-Encoding: chunked",
+    "tab": "Transfer-Encoding:\tchunked",
+    "tab-colon": "Transfer-Encoding\t:\tchunked",
+    "space-colon": "Transfer-Encoding : chunked",
+}
+
+
+def _te_probes() -> Iterator[tuple[str, bytes]]:
+    """A Content-Length of 5 and a mutated ``Transfer-Encoding: chunked``, with a body that
+    means "empty, then a request beginning with X" by TE and "``0\\r\\n\\r\\n``, then X" by CL."""
+    gadgets = dict(_FIXED_TE)
+    for name, shape in _TE_SHAPES.items():
+        for byte in _ODD_BYTES:
+            gadgets[f"{name}-{byte:02x}"] = shape.format(c=chr(byte))
+    for name, gadget in gadgets.items():
+        head = b"POST / HTTP/1.1\r\nHost: t\r\n" + gadget.encode("latin-1") + b"\r\n"
+        yield f"te-{name}", head + b"Content-Length: 5\r\n\r\n0\r\n\r\nX"
+
+
+_H = b"POST / HTTP/1.1\r\nHost: t\r\n"
+_CHUNKED = _H + b"Transfer-Encoding: chunked\r\n\r\n"
+#: (id, bytes, the first answer's status, the body the app saw when it is a 200).
+_FRAMING_PROBES: list[tuple[str, bytes, int, str]] = [
+    ("cl-plus-sign", _H + b"Content-Length: +5\r\n\r\n01234", 400, ""),
+    ("cl-leading-zero", _H + b"Content-Length: 05\r\n\r\n01234", 200, "01234"),
+    ("cl-list", _H + b"Content-Length: 5, 5\r\n\r\n01234", 400, ""),
+    ("cl-hex", _H + b"Content-Length: 0x5\r\n\r\n01234", 400, ""),
+    ("cl-negative", _H + b"Content-Length: -5\r\n\r\n01234", 400, ""),
+    ("cl-overflow", _H + b"Content-Length: 99999999999999999999999\r\n\r\n01234", 400, ""),
+    ("cl-inner-space", _H + b"Content-Length: 5 5\r\n\r\n01234", 400, ""),
+    ("te-chunked-identity", _H + b"Transfer-Encoding: chunked, identity\r\n\r\n01234", 400, ""),
+    (
+        "te-identity-chunked",
+        _H + b"Transfer-Encoding: identity, chunked\r\n\r\n5\r\n01234\r\n0\r\n\r\n",
+        200,
+        "01234",
+    ),
+    (
+        "te-twice",
+        _H + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        400,
+        "",
+    ),
+    ("te-gzip-alone", _H + b"Transfer-Encoding: gzip\r\n\r\n01234", 400, ""),
+    (
+        "te-upper-case",
+        _H + b"Transfer-Encoding: CHUNKED\r\n\r\n5\r\n01234\r\n0\r\n\r\n",
+        200,
+        "01234",
+    ),
+    (
+        "te-on-http-1.0",
+        b"POST / HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n01234\r\n0\r\n\r\n",
+        200,
+        "01234",
+    ),
+    ("chunk-leading-zeros", _CHUNKED + b"0005\r\n01234\r\n0\r\n\r\n", 200, "01234"),
+    ("chunk-hex-prefix", _CHUNKED + b"0x5\r\n01234\r\n0\r\n\r\n", 400, ""),
+    ("chunk-size-overflow", _CHUNKED + b"ffffffffffffffffff5\r\n01234\r\n0\r\n\r\n", 400, ""),
+    ("chunk-extension", _CHUNKED + b"5;a=b\r\n01234\r\n0\r\n\r\n", 200, "01234"),
+    ("chunk-size-space", _CHUNKED + b"5 \r\n01234\r\n0\r\n\r\n", 400, ""),
+    ("chunk-bare-lf", _CHUNKED + b"5\n01234\n0\n\n", 400, ""),
+    ("chunk-missing-crlf", _CHUNKED + b"5\r\n012340\r\n\r\n", 400, ""),
+    ("bare-lf-head", b"POST / HTTP/1.1\nHost: t\nContent-Length: 5\n\n01234", 400, ""),
+    ("bare-cr-head", b"POST / HTTP/1.1\rHost: t\rContent-Length: 5\r\r01234", 400, ""),
+    ("obs-fold", _H + b"X-A: a\r\n b\r\nContent-Length: 5\r\n\r\n01234", 400, ""),
+    ("nul-in-value", _H + b"X-A: a\x00b\r\nContent-Length: 5\r\n\r\n01234", 400, ""),
+    ("lower-case-method", b"post / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 400, ""),
+    ("space-in-target", b"GET /a b HTTP/1.1\r\nHost: t\r\n\r\n", 400, ""),
+    ("no-host", b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n01234", 200, "01234"),
+    ("absolute-form", b"POST http://t/x HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 200, ""),
+]
+
+
+def _first_answer(base: str, wire: bytes) -> tuple[int, str]:
+    """The status of the first answer, and the body its app saw when it is a 200."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(wire)
+        status, _, body = _Reader(sock).answer("POST")
+    return status, json.loads(body)["body"] if status == 200 else ""
+
+
+_PROBES = [*_te_probes(), *((name, wire) for name, wire, _, _ in _FRAMING_PROBES)]
+
+
+@pytest.mark.parametrize("wire", [wire for _, wire in _PROBES], ids=[name for name, _ in _PROBES])
+def test_both_servers_frame_smuggling_probes_alike(servers: dict[str, str], wire: bytes) -> None:
+    lean, ours = (_first_answer(servers[kind], wire) for kind in SERVERS)
+    assert lean == ours
+
+
+@pytest.mark.parametrize(
+    ("wire", "status", "body"),
+    [probe[1:] for probe in _FRAMING_PROBES],
+    ids=[probe[0] for probe in _FRAMING_PROBES],
+)
+def test_framing_probes_get_the_expected_answer(
+    servers: dict[str, str], wire: bytes, status: int, body: str
+) -> None:
+    """Held outright on lean (both servers agree, above): a length it cannot read exactly, or
+    two framings at once, is a 400, never a guess."""
+    assert _first_answer(servers["lean"], wire) == (status, body)
+
+
+def test_a_plain_cl_te_request_is_refused_by_both(servers: dict[str, str]) -> None:
+    """The classic CL.TE desync: a Content-Length beside Transfer-Encoding is a 400."""
+    _, wire = next(_te_probes())
+    for kind in SERVERS:
+        assert _first_answer(servers[kind], wire) == (400, ""), kind
