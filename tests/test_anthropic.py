@@ -12,7 +12,6 @@ from typing import Any, cast
 
 import anthropic
 import anyio
-import httpx2
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -30,8 +29,12 @@ from aiostream_synth import (
 )
 from aiostream_synth._dialects.anthropic.spec import estimate_input_tokens
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._proxy.upstream import sdk_http_module
 
 from .sse_parser import parse
+
+#: The HTTP library the installed anthropic SDK is built on (httpx2, or httpx before it).
+sdk_http = sdk_http_module(anthropic.DefaultAsyncHttpxClient)
 
 K = 0.05  # keepalive interval (instant on trio's MockClock)
 
@@ -200,9 +203,9 @@ _MOCK_SDK = anthropic.Anthropic(
     max_retries=0,
     http_client=cast(
         Any,
-        httpx2.Client(
-            transport=httpx2.MockTransport(
-                lambda request: httpx2.Response(
+        sdk_http.Client(
+            transport=sdk_http.MockTransport(
+                lambda request: sdk_http.Response(
                     200, headers={"content-type": "text/event-stream"}, content=_FRAMES[-1]
                 )
             )
@@ -268,7 +271,7 @@ def _app(backend: MessagesBackend, **options: Any) -> SynthesizingApp:
 
 
 def _sdk(app: Any) -> anthropic.AsyncAnthropic:
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://test")
+    http = sdk_http.AsyncClient(transport=sdk_http.ASGITransport(app=app), base_url="http://test")
     return anthropic.AsyncAnthropic(
         api_key="k", base_url="http://test", http_client=cast(Any, http), max_retries=0
     )
@@ -372,8 +375,8 @@ async def test_a_failure_before_commit_is_an_anthropic_http_error(
         status_code = status
 
     app = _app(MessagesBackend(error=Failed("nope")))
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=app), base_url="http://test"
+    async with sdk_http.AsyncClient(
+        transport=sdk_http.ASGITransport(app=app), base_url="http://test"
     ) as http:
         response = await http.post("/v1/messages?beta=true", json={**REQUEST, "stream": True})
     assert response.status_code == status
@@ -560,8 +563,8 @@ async def test_routes_auth_count_tokens_and_non_streaming() -> None:
     Message the stream accumulates to."""
     backend = MessagesBackend()
     app = _app(backend)
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=app), base_url="http://test"
+    async with sdk_http.AsyncClient(
+        transport=sdk_http.ASGITransport(app=app), base_url="http://test"
     ) as http:
         plain = await http.post("/v1/messages?beta=true", json=REQUEST)
         counted = await http.post("/v1/messages/count_tokens?beta=true", json=REQUEST)
@@ -639,8 +642,8 @@ async def test_the_sse_starlette_adapter_serves_messages_and_count_tokens() -> N
     assert final.model_dump(exclude_none=True)["content"] == backend.answer["content"]
     assert counted.input_tokens == estimate_input_tokens(REQUEST)["input_tokens"]
     failing = Starlette(routes=synthesizing_routes(MessagesBackend(error=ValueError("bad"))))
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=failing), base_url="http://t"
+    async with sdk_http.AsyncClient(
+        transport=sdk_http.ASGITransport(app=failing), base_url="http://t"
     ) as http:
         response = await http.post("/v1/messages", json={**REQUEST, "stream": True})
     assert response.status_code == 500

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 
 from aiostream_synth import Failure, classify_failure
+from aiostream_synth._proxy.upstream import sdk_http_module
+
+#: The HTTP library the installed openai SDK is built on (httpx2, or httpx before it).
+sdk_http = sdk_http_module(openai.DefaultAsyncHttpxClient)
 
 
 def _api_error(status: int, message: str, code: str | None = None) -> openai.APIStatusError:
     """The openai SDK's own exception for an upstream's HTTP error answer."""
     body = {"error": {"message": message, "type": "x", "param": None, "code": code}}
-    request = httpx2.Request("POST", "http://upstream/v1/chat/completions")
-    response = httpx2.Response(status, json=body, request=request)
+    request = sdk_http.Request("POST", "http://upstream/v1/chat/completions")
+    response = sdk_http.Response(status, json=body, request=request)
     with openai.OpenAI(api_key="k", base_url="http://upstream/v1") as client:
         return client._make_status_error_from_response(response)  # the SDK's own mapping
 
@@ -64,9 +67,9 @@ def test_upstream_http_errors(
     ("exc", "code", "status"),
     [
         (TimeoutError("slow"), "server_error", 504),
-        (openai.APITimeoutError(httpx2.Request("POST", "http://u")), "server_error", 504),
+        (openai.APITimeoutError(sdk_http.Request("POST", "http://u")), "server_error", 504),
         (
-            openai.APIConnectionError(request=httpx2.Request("POST", "http://u")),
+            openai.APIConnectionError(request=sdk_http.Request("POST", "http://u")),
             "server_error",
             502,
         ),

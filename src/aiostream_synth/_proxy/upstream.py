@@ -25,16 +25,36 @@ pool keeps each walk short. A client passed in (``http_client``) is used alone.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+from types import ModuleType
 from typing import Any
 
-import httpx2
 import openai
 
 from aiostream_synth._dialects.registry import spec_for
 from aiostream_synth._serving.asgi import BackendCall
 from aiostream_synth._wire.json import dumps_exact
 
-__all__ = ["UpstreamBackend"]
+__all__ = ["UpstreamBackend", "sdk_http_module"]
+
+
+def sdk_http_module(client_class: type) -> ModuleType:
+    """The HTTP library an SDK's default client is built on: ``httpx2`` for openai 3.x and
+    anthropic 2.x, ``httpx`` for the releases before (its pool limits and TLS context must come
+    from the same library, or the SDK refuses the client)."""
+    for base in client_class.__mro__:
+        root = base.__module__.partition(".")[0]
+        if root in ("httpx", "httpx2"):
+            return importlib.import_module(root)
+    raise RuntimeError(f"{client_class.__qualname__} is built on neither httpx nor httpx2")
+
+
+#: The openai SDK's HTTP library (see :func:`sdk_http_module`).
+_http = sdk_http_module(openai.DefaultAsyncHttpxClient)
+#: Whether the SDK's ``post`` takes the body as bytes (``content=``, openai 3.x); before, only
+#: as a JSON-able object, which a waiting stream then keeps as Python objects.
+_POSTS_BYTES = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
 
 #: The Messages API version sent when the client named none.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -90,7 +110,7 @@ class UpstreamBackend:
         self._growable = http_client is None
         # One TLS context for every shard: building one loads the CA bundle (about 17 ms of
         # blocked event loop each time a shard is added in the middle of a burst).
-        self._ssl: Any = httpx2.create_ssl_context() if http_client is None else None
+        self._ssl: Any = _http.create_ssl_context() if http_client is None else None
         self._shards: list[_Shard] = []
         self._shard_limits: list[int] = []
         if max_connections is None:
@@ -107,7 +127,7 @@ class UpstreamBackend:
     def _new_client(self, http_client: Any = None) -> openai.AsyncOpenAI:
         if http_client is None:
             limit = self._shard_limits[len(self._shards)] if self._shard_limits else None
-            limits = httpx2.Limits(
+            limits = _http.Limits(
                 max_connections=limit,
                 max_keepalive_connections=min(_IDLE_CONNECTIONS, limit or _IDLE_CONNECTIONS),
             )
@@ -156,15 +176,20 @@ class UpstreamBackend:
             else self._headers(call.headers)
         )
         path = spec_for(call.dialect).upstream_path
-        content = dumps_exact(call.params)  # the SDK's own format, compact UTF-8
-        # A waiting stream keeps its request as the bytes sent, not as the parsed params (about
-        # 2.3x the JSON's size in Python objects; 66 KB Codex turns, bench_load.py).
+        sent: dict[str, Any]
+        if _POSTS_BYTES:
+            # The SDK's own format, compact UTF-8. A waiting stream keeps its request as the
+            # bytes sent, not as the parsed params (about 2.3x the JSON's size in Python
+            # objects; 66 KB Codex turns, bench_load.py).
+            sent = {"content": dumps_exact(call.params)}
+        else:  # an openai SDK before 3.x posts JSON bodies only: the params, kept as objects
+            sent = {"body": call.params}
         del call
         shard = self._shard()
         shard.in_flight += 1
         try:
             return await shard.client.post(
-                path, cast_to=object, content=content, options={"headers": headers}
+                path, cast_to=object, options={"headers": headers}, **sent
             )
         finally:
             shard.in_flight -= 1
