@@ -526,6 +526,54 @@ def _usage(pids: list[int]) -> tuple[float, int]:
 # -- the load client ---------------------------------------------------------------------------------
 
 
+class Batch:
+    """``--open-batch``: the streams opened together; the next batch's turn comes when all of
+    this one's requests are sent (a client opening its connections B at a time)."""
+
+    def __init__(self, size: int, turn: asyncio.Event) -> None:
+        self.left = size
+        self.turn = turn  # this batch may open
+        self.done = asyncio.Event()  # ...and the next one
+
+    def sent_one(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.done.set()
+
+
+def batches(n: int, size: int) -> list[Batch | None]:
+    """Each stream's batch (None for all at once, ``size`` 0)."""
+    if size <= 0:
+        return [None] * n
+    out: list[Batch | None] = []
+    turn = asyncio.Event()
+    turn.set()
+    for start in range(0, n, size):
+        batch = Batch(min(size, n - start), turn)
+        out += [batch] * batch.left
+        turn = batch.done
+    return out
+
+
+async def warm_up(port: int, wire: Wire, count: int = 64) -> None:
+    """A few short requests before the wave (the generator of #32 warmed up too): imports,
+    first-call paths and the accept queue are warm when the measured wave arrives."""
+    body = wire.body("warm up", "tiny")
+
+    async def one() -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n" % wire.path
+                + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                + body
+            )
+            await reader.read()
+            writer.close()
+
+    await asyncio.gather(*(one() for _ in range(count)))
+
+
 class Stats:
     def __init__(self, n: int) -> None:
         self.n = n
@@ -577,13 +625,18 @@ async def one_stream(
     interval: float,
     head_delay: float = 0.0,
     after: float = 0.0,
+    batch: Batch | None = None,
 ) -> None:
     await asyncio.sleep(after)  # --ramp: this stream's arrival
+    if batch is not None:  # --open-batch: after the batch before it has sent its requests
+        await batch.turn.wait()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
         stats.failed += 1
         stats.errors[type(exc).__name__] = stats.errors.get(type(exc).__name__, 0) + 1
+        if batch is not None:
+            batch.sent_one()
         return
     sent = time.monotonic()
     writer.write(
@@ -592,6 +645,8 @@ async def one_stream(
         + body
     )
     stats.opened += 1
+    if batch is not None:
+        batch.sent_one()
     if stats.opened == stats.n:
         stats.all_open.set()
     terminal = False
@@ -659,9 +714,13 @@ async def run_load(
     quiet: bool,
     ramp: float = 0.0,
     request: str = "tiny",
+    open_batch: int = 0,
+    warm: bool = False,
 ) -> dict[str, Any]:
     wire = wire_of(kind)
     body = wire.body(f"bench [delay:{delay:g}]", request)
+    if warm:
+        await warm_up(port, wire)
     stats = Stats(n)
     pids = _tree(server_pid)
     _, rss0 = _usage(pids)
@@ -679,10 +738,19 @@ async def run_load(
                 )
 
     reporter = asyncio.create_task(progress())
+    groups = batches(n, open_batch)
     tasks = [
         asyncio.create_task(
             one_stream(
-                port, wire, body, stats, delay, interval, head_after(kind, interval), k * ramp / n
+                port,
+                wire,
+                body,
+                stats,
+                delay,
+                interval,
+                head_after(kind, interval),
+                k * ramp / n,
+                groups[k],
             )
         )
         for k in range(n)
@@ -703,6 +771,8 @@ async def run_load(
     return {
         "server": kind,
         "ramp_s": ramp,
+        "open_batch": open_batch,
+        "warm_up": warm,
         "request": request,
         "request_bytes": len(body),
         "n": n,
@@ -751,6 +821,10 @@ def _label(row: dict[str, Any]) -> str:
     notes = []
     if row.get("ramp_s"):
         notes.append(f"ramp {row['ramp_s']:g} s")
+    if row.get("open_batch"):
+        notes.append(f"opened {row['open_batch']} at a time")
+    if row.get("warm_up"):
+        notes.append("warmed up")
     if row.get("request", "tiny") != "tiny":
         notes.append(f"{row['request']} request, {row['request_bytes'] / 1000:.0f} KB")
     return f"{row['server']} ({', '.join(notes)})" if notes else str(row["server"])
@@ -860,6 +934,19 @@ def main() -> None:
         help="what each stream sends: a one-line prompt, or a 66 KB Codex replay (Responses "
         "servers only; what a waiting stream holds grows with its request)",
     )
+    parser.add_argument(
+        "--open-batch",
+        type=int,
+        default=0,
+        metavar="B",
+        help="open the connections B at a time, each batch once the one before has sent its "
+        "requests (as a generator of raw protocol clients does); 0: all N at once",
+    )
+    parser.add_argument(
+        "--warm-up",
+        action="store_true",
+        help="64 short requests before the measured wave",
+    )
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
     parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
     parser.add_argument("--out", default="benchmarks/results")
@@ -933,6 +1020,8 @@ def main() -> None:
                             args.quiet,
                             args.ramp,
                             args.request,
+                            args.open_batch,
+                            args.warm_up,
                         )
                     )
                 )

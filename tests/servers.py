@@ -11,6 +11,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
+async def read_body(receive: Callable[[], Any]) -> bytes | None:
+    """An ASGI request's whole body, or None when its client left first."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return body
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -23,6 +23,7 @@ from aiostream_synth._proxy.uvicorn_http import http_protocol
 from aiostream_synth._serving.asgi import ON_DISCONNECT
 
 from .fake_transport import FakeTransport
+from .servers import read_body
 
 Message = dict[str, Any]
 App = Callable[[Any, Any, Any], Coroutine[Any, Any, None]]
@@ -78,14 +79,9 @@ class _Echo:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.calls += 1
-        body = b""
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
+        if body is None:
+            return
         self.headers = list(scope["headers"])
         answer = json.dumps(
             {"headers": [[n.decode(), v.decode()] for n, v in self.headers], "body": len(body)}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .servers import serve
+from .servers import read_body, serve
 
 SERVERS = ["lean", "uvicorn-ours"]
 #: Response headers that say how an answer is framed (the rest differ by server: date, server).
@@ -25,14 +25,9 @@ async def _echo(scope: Any, receive: Any, send: Any) -> None:
     headers would show)."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
+    if body is None:
+        return
     answer = json.dumps(
         {
             "method": scope["method"],
