@@ -428,12 +428,13 @@ def test_an_early_answer_owed_a_100_continue_closes_at_once() -> None:
 # -- 4. statuses below 200 --------------------------------------------------------------------
 
 
-def test_an_app_starting_its_answer_with_a_1xx_gets_a_500() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_app_starting_its_answer_with_a_1xx_gets_a_500(kind: str) -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 100, "headers": []})
 
     async def main() -> None:
-        protocol, transport = _connect("lean", app)
+        protocol, transport = _connect(kind, app)
         protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         await _until(lambda: transport.closing)
         assert transport.written.startswith(b"HTTP/1.1 500 "), transport.written

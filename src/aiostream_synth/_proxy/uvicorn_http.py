@@ -17,7 +17,7 @@ each request arrived and calling it back when its client leaves.
   client's leaving is noticed when reading resumes (a task in ``receive()`` resumed it).
   HTTP clients do not pipeline.
 
-And three defences uvicorn lacks against clients that are not to be trusted (as the lean
+And four defences uvicorn lacks against clients that are not to be trusted (as the lean
 server has them):
 
 * **No trailers in the headers.** uvicorn's scope holds the very list its header callback
@@ -28,6 +28,8 @@ server has them):
   are counted across reads, and past :data:`~aiostream_synth._proxy.lean_http.MAX_HEAD_BYTES`
   the request gets a 431 (in its head) or a 400 (a trailer or chunk line) and the connection
   closes.
+* **Final statuses only.** An app starting its response with a status below 200 gets a 500
+  instead (uvicorn would send the 1xx as the answer).
 * **A write deadline.** A client that reads nothing for ``write_timeout_s`` while the
   transport's buffer is full is aborted, so the answer it never reads is not held for ever.
 
@@ -70,9 +72,23 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
     """The ``http`` setting for ``uvicorn.Config``: the protocol above, or ``"auto"`` (h11)
     without httptools."""
     try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
     except ImportError:  # pragma: no cover - httptools comes with the proxy's extra
         return "auto"
+
+    class CheckedCycle(RequestResponseCycle):
+        """uvicorn's request cycle, refusing a response that starts with a status below 200
+        (a 1xx is not a final status: the client would wait for the real one for ever).
+        Each cycle becomes one by a change of class, so it costs a request no memory."""
+
+        async def send(self, message: Any) -> None:
+            if message["type"] == "http.response.start" and not self.response_started:
+                status = message.get("status")
+                if not isinstance(status, int) or not 200 <= status <= 999:
+                    raise RuntimeError(
+                        f"invalid response status {status!r}: a final status is 200-999"
+                    )
+            await super().send(message)
 
     class ProxyHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol; each request's scope says when it arrived and takes
@@ -177,6 +193,9 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
             self._in_head = False
             self._progressed = True
             super().on_headers_complete()
+            cycle = self.cycle
+            if type(cycle) is RequestResponseCycle:  # before its task first runs
+                cycle.__class__ = CheckedCycle
 
         def on_body(self, body: bytes) -> None:
             self._progressed = True
