@@ -332,6 +332,24 @@ async def test_shutdown_ends_open_streams_with_a_terminal_event(make_app: Any) -
     assert refused.status_code == 503
 
 
+async def test_sse_starlettes_own_exit_state_never_cuts_a_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """sse-starlette cancels its responses when its process-global exit flag is set (uvicorn's
+    exit): ours ignore it through its public grace period, and a stream runs to its end (our
+    ShutdownSignal, not that flag, ends streams on shutdown)."""
+    from sse_starlette.sse import AppStatus
+
+    monkeypatch.setattr(AppStatus, "should_exit", True)
+    backend = FakeBackend(delay=K * 4)
+    app = Starlette(routes=synthesizing_routes(backend, StreamSettings(keepalive_interval=K)))
+    async with _client(app) as http:
+        response = await http.post("/v1/responses", json=RESPONSES_BODY)
+    events = [e.json() for e in parse(response.content)]
+    assert events[-1]["type"] == "response.completed"
+    assert any(e["type"] == "response.in_progress" for e in events[1:-1])  # it did wait
+
+
 async def test_unknown_paths_and_methods(make_app: Any) -> None:
     """404 for an unknown path, 405 for a GET on a dialect route."""
     async with _client(make_app(FakeBackend())) as http:

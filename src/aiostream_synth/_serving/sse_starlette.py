@@ -6,17 +6,19 @@ Deliberate differences from a plain ``EventSourceResponse``:
 * the engine is entered in :meth:`SynthesizedEventSourceResponse.__call__`, around the whole
   response, and its first frame is awaited before any header is sent, so a backend failure
   before the first keepalive tick is a real HTTP error status;
-* shutdown never depends on sse-starlette's process-global exit state: the response's
-  exit-signal listener waits on nothing, and our :class:`ShutdownSignal` ends the stream with
-  its terminal failure event instead.
+* shutdown never depends on sse-starlette's process-global exit state: its grace period is
+  endless (``shutdown_grace_period=inf``, public since sse-starlette 3.x), so it never cancels
+  the response, and our :class:`ShutdownSignal` ends the stream with its terminal failure event
+  instead. (While a server exits, sse-starlette then checks each open response every 0.1 s
+  until it ends: a cost of the drain only.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
@@ -87,6 +89,9 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
             ping=0,
             send_timeout=send_timeout,
             headers={"Cache-Control": "no-cache", **(headers or {})},
+            # sse-starlette's public knob for its process-global exit state: on a server's exit
+            # it would cancel the response after the grace period; never, here.
+            shutdown_grace_period=math.inf,
         )
         self._stream = stream
         self._shutdown = shutdown
@@ -113,11 +118,6 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
             else:
                 with self._shutdown.track(self._stream):
                     await super().__call__(scope, receive, send)
-
-    async def _listen_for_exit_signal_with_grace(self) -> None:
-        # Never sse-starlette's process-global exit state: shutdown is ShutdownSignal's job,
-        # which ends the stream with a terminal event rather than cancelling it.
-        await anyio.sleep_forever()
 
 
 def _json(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
