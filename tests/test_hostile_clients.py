@@ -75,12 +75,14 @@ class _Echo:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.gone = False  # receive() said the client left
         self.headers: list[tuple[bytes, bytes]] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.calls += 1
         body = await read_body(receive)
         if body is None:
+            self.gone = True
             return
         self.headers = list(scope["headers"])
         answer = json.dumps(
@@ -147,6 +149,9 @@ def test_an_endless_trailer_is_refused(kind: str) -> None:
             protocol.data_received(b"a" * 4096)
             fed += 4096
         assert transport.written.startswith(b"HTTP/1.1 400 "), transport.written[:80]
+        if kind == "lean":
+            protocol.connection_lost(None)  # the lingering close ends (a fake transport's)
+        await _until(lambda: app.gone)  # the app waiting for the body hears its client left
 
     _run(main)
 
@@ -246,6 +251,34 @@ def test_a_client_reading_nothing_is_aborted_at_the_write_deadline(kind: str) ->
         protocol.pause_writing()
         transport.buffered = 5_000_000
         await _until(lambda: transport.aborted)
+        protocol.connection_lost(None)
+
+    _run(main)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_client_reading_slowly_gets_a_new_write_deadline(kind: str) -> None:
+    """Fewer bytes unsent when the deadline fires than when it was set: the client reads, just
+    slowly (a large answer on a slow link), and is given another deadline, not aborted."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 100, "more_body": True})
+        await asyncio.Event().wait()
+
+    async def main() -> None:
+        protocol, transport = _connect(kind, app, Limits(write_timeout_s=0.01))
+        protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await _until(lambda: transport.written)
+        timer = "write_timer" if kind == "lean" else "_write_timer"
+        transport.buffered = 5_000_000
+        protocol.pause_writing()
+        first = getattr(protocol, timer)
+        transport.buffered = 4_000_000  # some of it was read
+        await _until(lambda: getattr(protocol, timer) is not first)
+        assert getattr(protocol, timer) is not None  # a new deadline
+        assert not transport.aborted
+        await _until(lambda: transport.aborted)  # then nothing more was read: aborted
         protocol.connection_lost(None)
 
     _run(main)

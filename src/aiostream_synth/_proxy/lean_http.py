@@ -33,7 +33,8 @@ And what uvicorn does not, for clients that are not to be trusted (each limit a 
   connection that sends nothing is just closed;
 * a write deadline: a client that reads nothing of its answer for ``write_timeout_s`` while the
   answer waits for it (the transport's buffer full, or a closing connection's last bytes
-  unsent) is aborted, so an answer it never reads is not held for as long as it stays;
+  unsent) is aborted, so an answer it never reads is not held for as long as it stays; one
+  that reads, however slowly, gets a new deadline each time;
 * head bytes counted as they are fed, not as lines end: one header value that never ends
   (``X-Big: aaaa...`` with no CRLF) gets its 431 once :data:`MAX_HEAD_BYTES` came, however it
   is cut; bytes that make no progress anywhere in a request (a trailer that never ends) are
@@ -492,6 +493,7 @@ class _Connection(asyncio.Protocol):
         "url",
         "write_paused",
         "write_timer",
+        "write_unsent",
     )
 
     def __init__(self, server: _Server) -> None:
@@ -538,6 +540,8 @@ class _Connection(asyncio.Protocol):
         self.drain_waiter: asyncio.Future[None] | None = None
         #: The write deadline, while the client reads nothing of what waits for it.
         self.write_timer: asyncio.TimerHandle | None = None
+        #: Bytes unsent when the write deadline was set: fewer when it fires is progress.
+        self.write_unsent = 0
         #: After an ``Upgrade`` request's head: its body bytes still to come (then nothing).
         self.upgrade_left: int | None = None
 
@@ -617,15 +621,23 @@ class _Connection(asyncio.Protocol):
 
     def _write_deadline(self) -> None:
         if self.write_timer is None:
+            transport = self.transport
+            assert transport is not None
+            self.write_unsent = transport.get_write_buffer_size()
             self.write_timer = self.server.loop.call_later(
                 self.server.limits.write_timeout_s, self._write_timed_out
             )
 
     def _write_timed_out(self) -> None:
+        """The client read nothing for the write deadline: aborted. One that reads slowly
+        (fewer bytes unsent than when the deadline was set) gets another."""
         self.write_timer = None
         transport = self.transport
         if transport is None or not transport.get_write_buffer_size():
             return  # pragma: no cover - resume_writing cancels the timer first
+        if transport.get_write_buffer_size() < self.write_unsent:
+            self._write_deadline()
+            return
         LOG.warning(
             "%s read nothing for %g s (%d bytes unsent): aborted",
             _show(self.client),

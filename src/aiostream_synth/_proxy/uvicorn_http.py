@@ -31,7 +31,8 @@ server has them):
 * **Final statuses only.** An app starting its response with a status below 200 gets a 500
   instead (uvicorn would send the 1xx as the answer).
 * **A write deadline.** A client that reads nothing for ``write_timeout_s`` while the
-  transport's buffer is full is aborted, so the answer it never reads is not held for ever.
+  transport's buffer is full is aborted, so the answer it never reads is not held for ever
+  (one that reads, however slowly, gets a new deadline each time).
 
 The app takes both out of the scope (:func:`~aiostream_synth._serving.asgi.received_at`,
 :func:`~aiostream_synth._serving.asgi.disconnect_hook`); any other app ignores them. Without
@@ -103,6 +104,7 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
         _stalled = 0  # bytes fed since a callback last completed something
         _progressed = False
         _write_timer: asyncio.TimerHandle | None = None
+        _write_unsent = 0  # bytes unsent when the write deadline was set
         _lingering: int | None = None  # after a refusal: bytes still to throw away
         _linger_timer: asyncio.TimerHandle | None = None
 
@@ -160,6 +162,11 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
             # A lingering close, as lean's: the sending side shut, what still comes read and
             # dropped until the client closes (a close with bytes unread is a reset, which can
             # overtake the answer).
+            if cycle is not None and not cycle.response_complete:
+                # A request still being read (a trailer that never ends): its app hears that
+                # its client is gone, and sends nothing after the refusal.
+                cycle.disconnected = True
+                cycle.message_event.set()
             try:
                 self.transport.write_eof()
             except (NotImplementedError, OSError, RuntimeError):  # pragma: no cover - TLS
@@ -208,7 +215,11 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
 
         def pause_writing(self) -> None:
             super().pause_writing()
+            self._write_deadline()
+
+        def _write_deadline(self) -> None:
             if self._write_timer is None:
+                self._write_unsent = self.transport.get_write_buffer_size()
                 self._write_timer = self.loop.call_later(write_timeout_s, self._write_timed_out)
 
         def resume_writing(self) -> None:
@@ -219,6 +230,9 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
 
         def _write_timed_out(self) -> None:
             self._write_timer = None
+            if self.transport.get_write_buffer_size() < self._write_unsent:
+                self._write_deadline()  # it reads, slowly: another deadline
+                return
             LOG.warning(
                 "%s read nothing for %g s (%d bytes unsent): aborted",
                 _show(self.client),
