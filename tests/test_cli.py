@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,24 @@ def test_a_non_positive_http_timeout_is_an_error(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         main(["serve", "--http-write-timeout-s", "0"])
     assert "http_write_timeout_s" in capsys.readouterr().err
+
+
+def test_http_options_a_server_does_not_apply_are_named() -> None:
+    """No silent surprise: ``--http-head-timeout-s`` on uvicorn, ``--max-connections`` on
+    granian are warned about at start (lean applies them all)."""
+    from aiostream_synth._proxy.serve import unapplied_options
+
+    def config(*argv: str) -> Any:
+        return config_from_args(_parser().parse_args(["serve", *argv]))
+
+    assert unapplied_options(config("--http-head-timeout-s", "3")) == []
+    assert unapplied_options(config("--server", "uvicorn", "--http-head-timeout-s", "3")) == [
+        "http_head_timeout_s"
+    ]
+    assert unapplied_options(config("--server", "uvicorn", "--max-connections", "9")) == []
+    assert unapplied_options(config("--server", "granian", "--max-connections", "9")) == [
+        "max_connections"
+    ]
+    assert unapplied_options(config("--loop", "trio", "--http-write-timeout-s", "9")) == [
+        "http_write_timeout_s"
+    ]

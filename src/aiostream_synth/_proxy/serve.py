@@ -316,8 +316,38 @@ def _raise_open_files_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+#: The HTTP options each server applies (the rest it ignores, with a warning at start).
+_APPLIED = {
+    "lean": {
+        "max_connections",
+        "http_keep_alive_s",
+        "http_head_timeout_s",
+        "http_body_timeout_s",
+        "http_write_timeout_s",
+    },
+    "uvicorn": {"max_connections", "http_keep_alive_s", "http_write_timeout_s"},
+    "hypercorn": {"http_keep_alive_s"},
+    "granian": set(),
+}
+
+
+def unapplied_options(config: ProxyConfig) -> list[str]:
+    """The HTTP options set away from their defaults that ``config.server`` does not apply
+    (``--loop trio`` runs hypercorn)."""
+    server = "hypercorn" if config.loop == "trio" else config.server
+    defaults = ProxyConfig()
+    return [
+        name
+        for name in sorted(_APPLIED["lean"] - _APPLIED[server])
+        if getattr(config, name) != getattr(defaults, name)
+    ]
+
+
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
+    for name in unapplied_options(config):
+        server = "hypercorn" if config.loop == "trio" else config.server
+        LOG.warning("--%s is not applied by %s (lean applies it)", name.replace("_", "-"), server)
     limit = _raise_open_files_limit()
     if limit is not None and config.upstream:
         # Two sockets per stream: its client's and its upstream call's.
