@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -186,9 +187,12 @@ def test_a_large_head_and_body_fed_in_small_reads_are_not_refused(kind: str) -> 
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_trailers_never_join_the_request_headers(kind: str) -> None:
+def test_trailers_never_join_the_request_headers(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """``0\\r\\nx-api-key: KEY\\r\\n\\r\\n`` after a chunked body: read and dropped (an
-    ``--api-key`` check reading the headers must never see it)."""
+    ``--api-key`` check reading the headers must never see it), and the drop logged (P10)."""
+    caplog.set_level(logging.INFO, "aiostream_synth")
 
     async def main() -> None:
         app = _Echo()
@@ -202,6 +206,9 @@ def test_trailers_never_join_the_request_headers(kind: str) -> None:
         assert [name for name, _ in app.headers] == [b"host", b"transfer-encoding"]
 
     _run(main)
+    dropped = [r.getMessage() for r in caplog.records if "trailer" in r.getMessage()]
+    assert len(dropped) == 1
+    assert dropped[0].endswith("dropped (not passed on): x-api-key")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -229,21 +236,29 @@ def test_header_values_lose_the_whitespace_that_ends_them(kind: str) -> None:
 # -- 7. the write deadline --------------------------------------------------------------------
 
 
+async def _answer_begun(scope: Any, receive: Any, send: Any) -> None:
+    """Begins its answer, then holds it open."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"x" * 100, "more_body": True})
+    await asyncio.Event().wait()
+
+
+async def _answering(kind: str) -> tuple[Any, FakeTransport, str]:
+    """A connection of ``kind`` whose answer has begun, its write deadline 10 ms, and the name
+    of its write timer."""
+    protocol, transport = _connect(kind, _answer_begun, Limits(write_timeout_s=0.01))
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _until(lambda: transport.written)
+    return protocol, transport, "write_timer" if kind == "lean" else "_write_timer"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_client_reading_nothing_is_aborted_at_the_write_deadline(kind: str) -> None:
     """While the transport's buffer is full the deadline runs; the buffer draining in time
     stops it; a client still reading nothing when it fires is aborted."""
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"x" * 100, "more_body": True})
-        await asyncio.Event().wait()
-
     async def main() -> None:
-        protocol, transport = _connect(kind, app, Limits(write_timeout_s=0.01))
-        protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        await _until(lambda: transport.written)
-        timer = "write_timer" if kind == "lean" else "_write_timer"
+        protocol, transport, timer = await _answering(kind)
         protocol.pause_writing()
         assert getattr(protocol, timer) is not None
         protocol.resume_writing()  # drained in time
@@ -261,16 +276,8 @@ def test_a_client_reading_slowly_gets_a_new_write_deadline(kind: str) -> None:
     """Fewer bytes unsent when the deadline fires than when it was set: the client reads, just
     slowly (a large answer on a slow link), and is given another deadline, not aborted."""
 
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"x" * 100, "more_body": True})
-        await asyncio.Event().wait()
-
     async def main() -> None:
-        protocol, transport = _connect(kind, app, Limits(write_timeout_s=0.01))
-        protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        await _until(lambda: transport.written)
-        timer = "write_timer" if kind == "lean" else "_write_timer"
+        protocol, transport, timer = await _answering(kind)
         transport.buffered = 5_000_000
         protocol.pause_writing()
         first = getattr(protocol, timer)

@@ -22,6 +22,7 @@ from aiostream_synth._proxy.lean_http import _Connection, _Server
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
 from .fake_transport import FakeTransport
+from .servers import read_body
 
 LOOPS = ["asyncio", "uvloop"]
 Message = dict[str, Any]
@@ -119,13 +120,9 @@ def _headers(response: h11.Response) -> dict[bytes, bytes]:
 
 
 async def _read_body(receive: Receive) -> bytes:
-    body = b""
-    while True:
-        message = await receive()
-        assert message["type"] == "http.request", message
-        body += bytes(message["body"])
-        if not message["more_body"]:
-            return body
+    body = await read_body(receive)
+    assert body is not None, "the client left before its body was whole"
+    return body
 
 
 async def _echo(scope: Any, receive: Receive, send: Send) -> None:

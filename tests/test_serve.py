@@ -114,9 +114,7 @@ def test_max_connections_answers_503_beyond_the_cap(server: str) -> None:
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as second:
             second.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            answer = b""
-            while b"\r\n" not in answer:
-                answer += _recv(second, answer)
+            answer = _status_line(second)
             assert answer.startswith(b"HTTP/1.1 503 "), answer
         assert first.get(f"{url}/healthz").status_code == 200
 
@@ -127,9 +125,7 @@ def test_http_timeouts_are_serve_options() -> None:
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Par")
-            answer = b""
-            while b"\r\n" not in answer:
-                answer += _recv(sock, answer)
+            answer = _status_line(sock)
             assert answer.startswith(b"HTTP/1.1 408 "), answer
 
 
@@ -159,6 +155,14 @@ def _recv(sock: socket.socket, so_far: bytes) -> bytes:
     chunk = sock.recv(65536)
     assert chunk, f"the server closed the connection after {so_far!r}"
     return chunk
+
+
+def _status_line(sock: socket.socket) -> bytes:
+    """What the server sends until the end of its answer's first line."""
+    answer = b""
+    while b"\r\n" not in answer:
+        answer += _recv(sock, answer)
+    return answer
 
 
 @pytest.mark.parametrize("server", ["uvicorn", "lean"])

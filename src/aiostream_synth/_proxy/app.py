@@ -40,6 +40,12 @@ from aiostream_synth._dialects.requests import (
 from aiostream_synth._engine.stream import OnDisconnect, SynthesizedStream
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._proxy.embedded import EMBEDDED_MODEL, EmbeddedBackend
+from aiostream_synth._proxy.http_defences import (
+    BODY_TIMEOUT_S,
+    HEAD_TIMEOUT_S,
+    KEEP_ALIVE_S,
+    WRITE_TIMEOUT_S,
+)
 from aiostream_synth._proxy.metrics import Metrics
 from aiostream_synth._proxy.upstream import UpstreamBackend
 from aiostream_synth._serving.asgi import (
@@ -114,13 +120,13 @@ class ProxyConfig:
     #: Open client connections per worker at most (a 503 beyond); None: no cap.
     max_connections: int | None = None
     #: Seconds an idle keep-alive client connection stays open.
-    http_keep_alive_s: float = 5.0
+    http_keep_alive_s: float = KEEP_ALIVE_S
     #: lean only: seconds a request head gets to arrive whole.
-    http_head_timeout_s: float = 30.0
+    http_head_timeout_s: float = HEAD_TIMEOUT_S
     #: lean only: seconds a request body may stay silent while it is awaited.
-    http_body_timeout_s: float = 30.0
+    http_body_timeout_s: float = BODY_TIMEOUT_S
     #: lean and uvicorn: seconds a client may read nothing while its answer waits for it.
-    http_write_timeout_s: float = 60.0
+    http_write_timeout_s: float = WRITE_TIMEOUT_S
     #: The HTTP server: ``lean`` (_proxy/lean_http.py, the least memory per open stream),
     #: ``uvicorn``, ``hypercorn`` or ``granian``.
     server: Literal["lean", "uvicorn", "hypercorn", "granian"] = "lean"

@@ -64,7 +64,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import http
 import logging
 import re
 import signal
@@ -73,11 +72,27 @@ import time
 import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httptools
 
+from aiostream_synth._proxy.http_defences import (
+    BODY_TIMEOUT_S,
+    DRAIN_BYTES,
+    HEAD_TIMEOUT_S,
+    KEEP_ALIVE_S,
+    LINGER_S,
+    MAX_HEAD_BYTES,
+    TRAILERS_SHOWN,
+    WRITE_TIMEOUT_S,
+    Limits,
+    check_final_status,
+    error_response,
+    head_steps,
+    log_dropped_trailers,
+    show,
+    status_line,
+)
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
 __all__ = [
@@ -101,66 +116,13 @@ App = Callable[
     Coroutine[Any, Any, None],
 ]
 
-#: Seconds an idle keep-alive connection stays open after its last response (uvicorn's default).
-KEEP_ALIVE_S = 5.0
-#: Seconds a request head gets to arrive whole, counted from the connection's opening or, on
-#: an idle keep-alive connection, from the head's first byte (nginx's ``client_header_timeout``
-#: is 60): a client that opens connections and sends nothing, or sends its head a byte at a
-#: time, does not hold them open for ever.
-HEAD_TIMEOUT_S = 30.0
-#: Seconds a request body may stay silent while the app waits for it (nginx's
-#: ``client_body_timeout``, also 60, counts the same way: between two reads, not the whole
-#: body). Not counted while reading is paused for the app, while an ``Expect: 100-continue``
-#: client waits for its go-ahead, or once the response has begun; the response itself has no
-#: deadline here (a stream lasts as long as its backend).
-BODY_TIMEOUT_S = 30.0
 #: Request body bytes buffered for the app before reading from the client pauses.
 BODY_HIGH_WATER = 64 * 1024
-#: Bytes of a request line and headers taken before the request is refused (431).
-MAX_HEAD_BYTES = 64 * 1024
-#: Seconds a client may read nothing while its answer waits for it (nginx's ``send_timeout``
-#: is 60): counted while the transport's buffer is over its high-water mark, and while a
-#: closing connection still has bytes to send.
-WRITE_TIMEOUT_S = 60.0
-#: Request body bytes read and thrown away after an answer that came before the body was read,
-#: before the connection closes anyway.
-DRAIN_BYTES = 1024 * 1024
-#: Seconds a refused connection is read (and what comes thrown away) before it closes, when
-#: the client does not close it first (nginx's ``lingering_timeout``).
-LINGER_S = 5.0
 #: Seconds open exchanges get to end after the app has drained its streams, before they are
 #: cancelled (uvicorn's ``timeout_graceful_shutdown`` as ``serve`` sets it).
 GRACEFUL_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The deadlines and the connection cap one server applies (``serve``'s options)."""
-
-    #: An idle keep-alive connection's life after its last response, seconds.
-    keep_alive_s: float = KEEP_ALIVE_S
-    #: A request head's deadline (see :data:`HEAD_TIMEOUT_S`), seconds.
-    head_timeout_s: float = HEAD_TIMEOUT_S
-    #: How long a request body may stay silent (see :data:`BODY_TIMEOUT_S`), seconds.
-    body_timeout_s: float = BODY_TIMEOUT_S
-    #: How long a client may read nothing of its answer (see :data:`WRITE_TIMEOUT_S`), seconds.
-    write_timeout_s: float = WRITE_TIMEOUT_S
-    #: Open connections at most; one more gets a 503 and is closed. None: no cap.
-    max_connections: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("keep_alive_s", "head_timeout_s", "body_timeout_s", "write_timeout_s"):
-            value = getattr(self, name)
-            if not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-        if self.max_connections is not None and self.max_connections < 1:
-            raise ValueError(
-                f"max_connections must be at least 1 or None, not {self.max_connections}"
-            )
-
-
-#: Bytes of a read parsed at once while it may hold a request head (see ``_Connection._feed``).
-_HEAD_STEP = 16 * 1024
 #: Distinct header names :class:`_Server` keeps lowercased (clients send the same few).
 _NAMES_KEPT = 512
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
@@ -169,18 +131,6 @@ _LAST_CHUNK = b"0\r\n\r\n"
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00\r\n]")
 _UNAVAILABLE_TEXT = "Service Unavailable: too many connections"
-_STATUS_LINES: dict[int, bytes] = {}
-
-
-def _status_line(status: int) -> bytes:
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        try:
-            phrase = http.HTTPStatus(status).phrase
-        except ValueError:
-            phrase = ""
-        line = _STATUS_LINES[status] = f"HTTP/1.1 {status} {phrase}\r\n".encode("latin-1")
-    return line
 
 
 class _Date:
@@ -196,18 +146,6 @@ class _Date:
             cls.second = second
             cls.header = b"date: " + email.utils.formatdate(second, usegmt=True).encode() + b"\r\n"
         return cls.header
-
-
-def _error_response(status: int, text: str) -> bytes:
-    body = text.encode("latin-1")
-    return b"".join(
-        (
-            _status_line(status),
-            b"content-type: text/plain; charset=utf-8\r\n",
-            b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body),
-            body,
-        )
-    )
 
 
 class _Server:
@@ -332,7 +270,7 @@ class _Exchange:
                 self.scope["path"],
             )
         if not self.started and not conn.closed:
-            conn.write(_error_response(500, "Internal Server Error"))
+            conn.write(error_response(500, "Internal Server Error"))
         conn.close()
 
     async def _wait(self) -> None:
@@ -389,10 +327,8 @@ class _Exchange:
 
     def _start(self, message: Message) -> None:
         status = message["status"]
-        if not isinstance(status, int) or not 200 <= status <= 999:
-            # A 1xx is not a final status: the client would wait for the real one for ever.
-            raise RuntimeError(f"invalid response status {status!r}: a final status is 200-999")
-        head = [_status_line(status), _Date.now()]
+        check_final_status(status)
+        head = [status_line(status), _Date.now()]
         remaining: int | None = None
         chunked = False
         # Answered before the request was read whole (an error, say): the rest of its body
@@ -488,6 +424,7 @@ class _Connection(asyncio.Protocol):
         "stalled",
         "timer",
         "timing",
+        "trailers",
         "transport",
         "upgrade_left",
         "url",
@@ -508,6 +445,8 @@ class _Connection(asyncio.Protocol):
         #: a trailer or a chunk line that never ends has taken so far.
         self.stalled = 0
         self.progressed = False
+        #: The names of the trailers after the current request's chunked body (dropped).
+        self.trailers: list[bytes] | None = None
         #: Bytes read while a pipelined request waits its turn, not parsed yet.
         self.held: bytearray | None = None
         #: After an early answer: request body bytes still to throw away before closing.
@@ -555,9 +494,9 @@ class _Connection(asyncio.Protocol):
         cap = server.limits.max_connections
         if cap is not None and len(server.connections) >= cap:
             LOG.warning(
-                "%d connections open: %s refused (503)", len(server.connections), _show(self.client)
+                "%d connections open: %s refused (503)", len(server.connections), show(self.client)
             )
-            self.write(_error_response(503, _UNAVAILABLE_TEXT))
+            self.write(error_response(503, _UNAVAILABLE_TEXT))
             self._linger()  # nothing of this connection is parsed or answered
             return
         server.connections.add(self)
@@ -640,7 +579,7 @@ class _Connection(asyncio.Protocol):
             return
         LOG.warning(
             "%s read nothing for %g s (%d bytes unsent): aborted",
-            _show(self.client),
+            show(self.client),
             self.server.limits.write_timeout_s,
             transport.get_write_buffer_size(),
         )
@@ -726,7 +665,7 @@ class _Connection(asyncio.Protocol):
                 return
             LOG.warning(
                 "request body from %s silent for %g s: closed",
-                _show(self.client),
+                show(self.client),
                 limits.body_timeout_s,
             )
             self._refuse(408, "Request Timeout")  # the app's receive() then hears a disconnect
@@ -735,7 +674,7 @@ class _Connection(asyncio.Protocol):
         elif self.in_message:  # part of a request head came
             LOG.warning(
                 "no whole request head from %s in %g s: closed",
-                _show(self.client),
+                show(self.client),
                 limits.head_timeout_s,
             )
             self._refuse(408, "Request Timeout")
@@ -768,28 +707,23 @@ class _Connection(asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         if self.last_read:
             return  # after the connection's last request: ignored (its answer still comes)
-        if len(data) <= _HEAD_STEP or (self.in_message and not self.in_head):
-            self._parse(data)  # a body's bytes (or a small read): at once
-            return
-        # A large read that may hold a head: parsed a step at a time while it does, so the
-        # bytes completing nothing are counted every step, not once a read (a read is up to
-        # 256 KiB); once a body begins, the rest at once.
-        view = memoryview(data)
-        start = 0
-        while start < len(data):
-            heads = self.in_head or not self.in_message
-            end = start + _HEAD_STEP if heads else len(data)
-            self._parse(bytes(view[start:end]))
-            start = end
+        consumed = 0
+        for piece in head_steps(data, self._reading_head):
+            self._parse(piece)
+            consumed += len(piece)
             if self.closed or self.last_read or self.lingering is not None:
                 return
-            if self.upgrade_left is not None:
-                if start < len(data):
-                    self._upgrade_body(bytes(view[start:]))
+            if self.upgrade_left is not None:  # the rest is the Upgrade request's body
+                if consumed < len(data):
+                    self._upgrade_body(data[consumed:])
                 return
             transport = self.transport
             if transport is None or transport.is_closing():
                 return
+
+    def _reading_head(self) -> bool:
+        """Whether the next bytes may be (part of) a request head."""
+        return self.in_head or not self.in_message
 
     def _parse(self, data: bytes) -> None:
         parser = self.parser
@@ -807,7 +741,7 @@ class _Connection(asyncio.Protocol):
             if self.head_bytes > MAX_HEAD_BYTES:
                 self._refuse(431, "Request Header Fields Too Large")
             else:
-                LOG.warning("invalid HTTP request from %s: %s", _show(self.client), exc)
+                LOG.warning("invalid HTTP request from %s: %s", show(self.client), exc)
                 self._refuse(400, "Invalid HTTP request")
         else:
             if not self.in_message:
@@ -827,14 +761,14 @@ class _Connection(asyncio.Protocol):
         ends) passed the head limit: refused before httptools keeps more of them."""
         if self.in_head:
             LOG.warning(
-                "request head from %s over %d bytes: refused", _show(self.client), MAX_HEAD_BYTES
+                "request head from %s over %d bytes: refused", show(self.client), MAX_HEAD_BYTES
             )
             self._refuse(431, "Request Header Fields Too Large")
         else:
             LOG.warning(
                 "%d bytes from %s in a request that complete nothing: refused",
                 self.stalled,
-                _show(self.client),
+                show(self.client),
             )
             self._refuse(400, "Invalid HTTP request")
 
@@ -845,7 +779,7 @@ class _Connection(asyncio.Protocol):
         if self.closed or (current is not None and current.started):
             self.close()
             return
-        self.write(_error_response(status, text))
+        self.write(error_response(status, text))
         if current is None:
             self._linger()
         else:
@@ -925,8 +859,12 @@ class _Connection(asyncio.Protocol):
         self.head_bytes += len(name) + len(value) + 4
         if self.head_bytes > MAX_HEAD_BYTES:
             raise ValueError("request head too large")
-        if not self.in_head:
-            return  # a trailer (after a chunked body): read, counted, dropped
+        if not self.in_head:  # a trailer (after a chunked body): read, counted, dropped
+            if self.trailers is None:
+                self.trailers = []
+            if len(self.trailers) < TRAILERS_SHOWN:
+                self.trailers.append(name)
+            return
         if value[-1:] in (b" ", b"\t"):
             value = value.rstrip(b" \t")  # llhttp keeps the whitespace ending a value
         names = self.server.names
@@ -997,6 +935,9 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self.in_message = self.in_head = False
         self.progressed = True
+        if self.trailers is not None:
+            log_dropped_trailers(self.client, self.trailers)
+            self.trailers = None
         if self.draining is not None:  # the early-answered request's body was read whole
             self.close()
             return
@@ -1055,10 +996,6 @@ def _address(info: Any) -> tuple[str, int] | None:
     if isinstance(info, tuple) and len(info) >= 2:
         return (str(info[0]), int(info[1]))
     return None
-
-
-def _show(address: tuple[str, int] | None) -> str:
-    return f"{address[0]}:{address[1]}" if address is not None else "?"
 
 
 class _Lifespan:

@@ -25,7 +25,7 @@ server has them):
   the request's headers after the app read them; they are dropped.
 * **Head bytes counted as fed.** httptools keeps a header value until its line ends, so one
   value that never ends (``X-Big: aaaa...``) grew without bound; bytes that complete nothing
-  are counted across reads, and past :data:`~aiostream_synth._proxy.lean_http.MAX_HEAD_BYTES`
+  are counted across reads, and past :data:`~aiostream_synth._proxy.http_defences.MAX_HEAD_BYTES`
   the request gets a 431 (in its head) or a 400 (a trailer or chunk line) and the connection
   closes.
 * **Final statuses only.** An app starting its response with a status below 200 gets a 500
@@ -47,26 +47,23 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from aiostream_synth._proxy.http_defences import (
+    DRAIN_BYTES,
+    LINGER_S,
+    MAX_HEAD_BYTES,
+    TRAILERS_SHOWN,
+    WRITE_TIMEOUT_S,
+    check_final_status,
+    error_response,
+    head_steps,
+    log_dropped_trailers,
+    show,
+)
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
 __all__ = ["http_protocol"]
 
 LOG = logging.getLogger("aiostream_synth.proxy")
-
-#: Bytes of request head taken before the request is refused (the lean server's bound).
-MAX_HEAD_BYTES = 64 * 1024
-#: After a refusal: bytes read and thrown away, and seconds waited for the client to close,
-#: before the connection closes anyway (the lean server's bounds).
-DRAIN_BYTES = 1024 * 1024
-LINGER_S = 5.0
-#: Bytes of a read parsed at once while it may hold a request head.
-_HEAD_STEP = 16 * 1024
-#: Seconds a client may read nothing while its answer waits (the lean server's default).
-WRITE_TIMEOUT_S = 60.0
-
-
-def _show(client: tuple[str, int] | None) -> str:
-    return f"{client[0]}:{client[1]}" if client else "?"
 
 
 def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Protocol] | str:
@@ -84,11 +81,7 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
 
         async def send(self, message: Any) -> None:
             if message["type"] == "http.response.start" and not self.response_started:
-                status = message.get("status")
-                if not isinstance(status, int) or not 200 <= status <= 999:
-                    raise RuntimeError(
-                        f"invalid response status {status!r}: a final status is 200-999"
-                    )
+                check_final_status(message.get("status"))
             await super().send(message)
 
     class ProxyHttpToolsProtocol(HttpToolsProtocol):
@@ -106,6 +99,7 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
         _write_timer: asyncio.TimerHandle | None = None
         _write_unsent = 0  # bytes unsent when the write deadline was set
         _lingering: int | None = None  # after a refusal: bytes still to throw away
+        _trailers: list[bytes] | None = None  # the current request's dropped trailers' names
         _linger_timer: asyncio.TimerHandle | None = None
 
         def data_received(self, data: bytes) -> None:
@@ -114,17 +108,13 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
                 if self._lingering < 0:
                     self.transport.close()
                 return
-            if len(data) <= _HEAD_STEP or (self._in_message and not self._in_head):
-                self._parse(data)
-                return
-            # A large read that may hold a head: a step at a time while it does (as lean).
-            view = memoryview(data)
-            start = 0
-            while start < len(data) and not self.transport.is_closing() and self._lingering is None:
-                heads = self._in_head or not self._in_message
-                end = start + _HEAD_STEP if heads else len(data)
-                self._parse(bytes(view[start:end]))
-                start = end
+            for piece in head_steps(data, self._reading_head):
+                self._parse(piece)
+                if self.transport.is_closing() or self._lingering is not None:
+                    return
+
+        def _reading_head(self) -> bool:
+            return self._in_head or not self._in_message
 
         def _parse(self, data: bytes) -> None:
             self._progressed = False
@@ -144,21 +134,17 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
                 self.transport.close()  # an answer is under way: the connection just ends
                 return
             status, text = (
-                (431, b"Request Header Fields Too Large")
+                (431, "Request Header Fields Too Large")
                 if self._in_head
-                else (400, b"Invalid HTTP request")
+                else (400, "Invalid HTTP request")
             )
             LOG.warning(
                 "request from %s: %d bytes that complete nothing: refused (%d)",
-                _show(self.client),
+                show(self.client),
                 self._head_bytes + self._stalled,
                 status,
             )
-            self.transport.write(
-                b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-                % (status, text, len(text), text)
-            )
+            self.transport.write(error_response(status, text))
             # A lingering close, as lean's: the sending side shut, what still comes read and
             # dropped until the client closes (a close with bytes unread is a reset, which can
             # overtake the answer).
@@ -193,8 +179,13 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
             self._head_bytes += len(name) + len(value) + 4
             if self._in_head:
                 super().on_header(name, value)
-            # else: a trailer, after a chunked body: read and dropped (uvicorn would append it
-            # to the scope's headers, which the app has read already)
+                return
+            # A trailer, after a chunked body: read and dropped (uvicorn would append it to
+            # the scope's headers, which the app has read already); logged with the request.
+            if self._trailers is None:
+                self._trailers = []
+            if len(self._trailers) < TRAILERS_SHOWN:
+                self._trailers.append(name)
 
         def on_headers_complete(self) -> None:
             self._in_head = False
@@ -211,6 +202,9 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
         def on_message_complete(self) -> None:
             self._in_message = self._in_head = False
             self._progressed = True
+            if self._trailers is not None:
+                log_dropped_trailers(self.client, self._trailers)
+                self._trailers = None
             super().on_message_complete()
 
         def pause_writing(self) -> None:
@@ -235,7 +229,7 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
                 return
             LOG.warning(
                 "%s read nothing for %g s (%d bytes unsent): aborted",
-                _show(self.client),
+                show(self.client),
                 write_timeout_s,
                 self.transport.get_write_buffer_size(),
             )
