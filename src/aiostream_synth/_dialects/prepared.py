@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from aiostream_synth._dialects.responses.namespaces import NamespaceMap
 from aiostream_synth._params.removals import Removals, format_path
+from aiostream_synth._params.strict import is_arm_label
 from aiostream_synth._wire.errors import RequestError
 
 __all__ = [
@@ -160,6 +161,8 @@ def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
     node = body
     last = len(loc) - 1
     for i, part in enumerate(loc):
+        if is_arm_label(part):
+            continue
         in_dict = isinstance(node, dict) and isinstance(part, str) and part in node
         in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
         if in_dict or in_list:
@@ -167,22 +170,94 @@ def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
         elif isinstance(node, dict) and i == last:
             pass  # a missing field: the location's last part, not in the body
         else:
-            continue  # a union-arm label (after a scalar, everything left is a label)
+            continue  # a caller model's arm label (after a scalar, everything left is a label)
         parts.append(part)
     return tuple(parts)
+
+
+_KIND_KEYS = frozenset({"type", "role"})
+
+
+def _value_at(body: Any, path: Sequence[str | int]) -> Any:
+    node = body
+    for part in path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+class _ErrorTree:
+    """A validation error's locations, for choosing the errors of the arms that fit best."""
+
+    def __init__(self, body: Any, errors: list[Any]) -> None:
+        self.body = body
+        self.errors = errors
+        self.locs = [tuple(error["loc"]) for error in errors]
+        self.paths = [_literal_path(body, loc) for loc in self.locs]
+
+    def _says_other_kind(self, i: int, start: int) -> bool:
+        """Whether error ``i`` (in the arm whose location ends before ``start``) says the value
+        is not of that arm's kind: an error at the value itself or at its ``type`` / ``role``.
+        An object of no known ``type`` is of the arm's kind (objects), with a wrong ``type``."""
+        bare = [part for part in self.locs[i][start:] if not is_arm_label(part)]
+        if bare and not (len(bare) == 1 and bare[0] in _KIND_KEYS):
+            return False
+        kind = self.errors[i]["type"]
+        return not (
+            kind == "invalid_kind" and isinstance(_value_at(self.body, self.paths[i]), dict)
+        )
+
+    def pick(self, indexes: list[int], depth: int = 0) -> list[int]:
+        """The errors of ``indexes`` (sharing a location up to ``depth``) that the best arm
+        of every union on their way reports: arms of another kind passed over, then the arm
+        with the fewest errors."""
+        here = [i for i in indexes if len(self.locs[i]) > depth]
+        if (
+            here
+            and len(here) == len(indexes)
+            and all(is_arm_label(self.locs[i][depth]) for i in here)
+        ):
+            arms: dict[Any, list[int]] = {}
+            for i in here:
+                arms.setdefault(self.locs[i][depth], []).append(i)
+            fitting = [
+                arm
+                for arm in arms.values()
+                if not any(self._says_other_kind(i, depth + 1) for i in arm)
+            ] or list(arms.values())
+            best = min(fitting, key=len)
+            return self.pick(best, depth + 1)
+        chosen = [i for i in indexes if len(self.locs[i]) <= depth]
+        groups: dict[Any, list[int]] = {}
+        for i in here:
+            groups.setdefault(self.locs[i][depth], []).append(i)
+        for group in groups.values():
+            chosen.extend(self.pick(group, depth + 1))
+        return chosen
 
 
 def validation_error(
     body: dict[str, Any], exc: ValidationError, removals: Removals
 ) -> RequestError:
-    """A 400 for the most specific error: the one whose location reaches deepest into the
-    body (the union arm that matched best), named by its path in the client's body."""
-    errors = exc.errors(include_url=False)
-    paths = [_literal_path(body, error["loc"]) for error in errors]
-    best = max(range(len(errors)), key=lambda i: len(paths[i]))
-    param = format_path(removals.original_path(paths[best])) or None
+    """A 400 for the most specific error, named by its path in the client's body.
+
+    Of a union's arms, those of another kind than the value (a string arm for an object, a
+    message arm for a ``role`` it does not take) are passed over; then the error reaching
+    deepest into the body wins, a wrong value before an unknown key. A wrong ``type`` /
+    ``role`` is named at that key."""
+    tree = _ErrorTree(body, exc.errors(include_url=False))
+    errors, paths = tree.errors, tree.paths
+    chosen = tree.pick(list(range(len(errors))))
+    best = max(chosen, key=lambda i: (len(paths[i]), errors[i]["type"] != "extra_forbidden", -i))
+    path = paths[best]
+    key = (errors[best].get("ctx") or {}).get("discriminator")
+    if errors[best]["type"] == "invalid_kind" and isinstance(key, str):
+        path = (*path, key)
+    param = format_path(removals.original_path(path)) or None
     first = errors[best]
-    more = len(errors) - 1
+    more = len(chosen) - 1
     suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return RequestError(
         400,

@@ -46,7 +46,7 @@ def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
         fields[key] = (inner, ...) if key in required else (inner, None)
     model = create_model(
         name,
-        __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+        __config__=ConfigDict(extra="forbid", strict=True, protected_namespaces=()),
         __doc__=doc,
         __module__="aiostream_synth",
         **fields,

@@ -5,8 +5,10 @@ location also carries the *arm label* (``tools.12.web_search.WebSearchToolParam.
 not a key of the body, and every arm of the union reports its own errors. :func:`plan_pruning`
 therefore walks the body and the error locations together:
 
+* a part that is one of our arm labels (:data:`._strict.ARM`-prefixed, never a key) opens a
+  union, even where the body has a key of the same name (a ``text`` part's ``text``);
 * a location part that exists in the body (a dict key, an in-range list index) is followed;
-* any other part is an arm label: the errors under one union are grouped by arm. An arm that
+* any other part is an arm label (a caller model's): the errors under one union are grouped by arm. An arm that
   rejects the object's kind (a type mismatch at the object itself, or a wrong ``type`` /
   ``role``) is not a candidate. A key may be pruned only when no candidate arm declares it, and
   of the arms whose errors are all such keys, the one with the fewest is chosen; if no arm can
@@ -25,6 +27,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._params.strict import is_arm_label
 
 __all__ = ["delete_path", "dotted", "plan_from_errors", "plan_pruning", "validate_pruning"]
 
@@ -54,6 +57,21 @@ def _rejects_kind(errors: list[tuple[Loc, str]]) -> bool:
     return any(not loc or (len(loc) == 1 and loc[0] in _KIND_KEYS) for loc, _ in errors)
 
 
+def _leaf_arms(arms: dict[str | int, list[tuple[Loc, str]]]) -> list[list[tuple[Loc, str]]]:
+    """The errors of each innermost arm: an arm that is itself a union (a discriminated one, or
+    the arms of one tag) is opened, so that its arms' keys are judged one by one."""
+    leaves: list[list[tuple[Loc, str]]] = []
+    for arm_errors in arms.values():
+        if arm_errors and all(loc and is_arm_label(loc[0]) for loc, _ in arm_errors):
+            nested: dict[str | int, list[tuple[Loc, str]]] = {}
+            for loc, kind in arm_errors:
+                nested.setdefault(loc[0], []).append((loc[1:], kind))
+            leaves.extend(_leaf_arms(nested))
+        else:
+            leaves.append(arm_errors)
+    return leaves
+
+
 def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
     deletions: list[Loc] = []
     fixable = True
@@ -62,6 +80,8 @@ def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
     for loc, kind in errors:
         if not loc:
             fixable = False
+        elif is_arm_label(loc[0]):
+            arms.setdefault(loc[0], []).append((loc[1:], kind))
         elif _is_step(node, loc[0]):
             if len(loc) == 1:
                 if kind == "extra_forbidden" and isinstance(node, dict):
@@ -70,7 +90,7 @@ def _plan(node: Any, errors: list[tuple[Loc, str]]) -> tuple[list[Loc], bool]:
                     fixable = False
             else:
                 children.setdefault(loc[0], []).append((loc[1:], kind))
-        else:
+        else:  # a caller model's arm label (or a missing key: an arm that cannot be fixed)
             arms.setdefault(loc[0], []).append((loc[1:], kind))
     for key, sub_errors in children.items():
         sub_deletions, sub_fixable = _plan(node[key], sub_errors)
@@ -89,7 +109,7 @@ def _best_arm(node: Any, arms: dict[str | int, list[tuple[Loc, str]]]) -> list[L
     """The fewest deletions that make one arm valid, pruning only keys no candidate arm knows."""
     known: set[Any] = set()
     if isinstance(node, dict):
-        for arm_errors in arms.values():
+        for arm_errors in _leaf_arms(arms):
             if not _rejects_kind(arm_errors):
                 extra = {
                     loc[0]

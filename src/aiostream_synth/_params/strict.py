@@ -5,8 +5,10 @@ The SDK's params types are written for type checkers, not for validation: lists 
 are a ``SequenceNotStr`` protocol, and nothing forbids unknown keys. :func:`strict_type` rebuilds
 an annotation so that pydantic validates it eagerly and strictly:
 
-* every ``TypedDict`` is copied with the same keys (required-ness kept) and ``extra="forbid"``,
-  so an unknown key anywhere is reported as ``extra_forbidden`` at a literal location;
+* every ``TypedDict`` is copied with the same keys (required-ness kept), ``extra="forbid"``
+  and ``strict=True``, so an unknown key anywhere is reported as ``extra_forbidden`` at a
+  literal location, and a value of the wrong JSON type is an error, never coerced (``"12"``
+  is no integer, ``0`` no boolean; an integral ``12.0`` is the integer 12);
 * ``Iterable`` / ``Sequence`` / ``SequenceNotStr`` become ``list``; ``Annotated`` metadata is
   dropped;
 * a file-upload type (``IO[bytes]``, a path) becomes ``str``, what a JSON body carries there;
@@ -14,7 +16,12 @@ an annotation so that pydantic validates it eagerly and strictly:
   becomes a TypedDict mirror of its fields, so a JSON object validates to a dict, never a model;
 * a union of ``TypedDict`` arms that all declare a literal ``type`` (else ``role``: chat
   messages) becomes a union discriminated on that key, so a bad tool spec, input item or
-  message is reported against the arms of its own kind only, not against every arm.
+  message is reported against the arms of its own kind only, not against every arm; nested
+  unions are flattened first (the anthropic SDK's request blocks and response blocks are
+  one union), and a kind key typed ``Optional`` takes ``null`` as a tag of its own;
+* every arm of every union is labelled ``⟪<name>`` (:data:`ARM`): an error location's
+  labels then never read like keys (a ``text`` part has a key ``text``), so pruning and the
+  400's ``param`` can tell the body's path from the union's arms.
 
 ``relaxed=True`` builds the mirrors a proxy validates with (decision P10): a key the SDK marks
 ``Required`` is optional, because a client that omits it (a function tool without ``strict``,
@@ -35,12 +42,18 @@ from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 import typing_extensions
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag
 
-__all__ = ["list_item_type", "strict_type"]
+__all__ = ["ARM", "is_arm_label", "list_item_type", "strict_type"]
 
-_FORBID = ConfigDict(extra="forbid")
+#: Mirrors forbid unknown keys and validate strictly: a string is never read as a number, nor
+#: ``0`` as ``false`` (issue 38: what a client sent wrong is a 400, not a guess).
+_FORBID = ConfigDict(extra="forbid", strict=True)
+#: The prefix of every union arm label we give (a character no API key starts with).
+ARM = "\u27ea"
 _MISSING_TAG = "<absent>"
+_NULL_TAG = "<null>"
+_SPECIAL_TAGS = frozenset({_MISSING_TAG, _NULL_TAG})
 _DISCRIMINATOR_KEYS = ("type", "role")
 _LIST_ORIGINS: tuple[Any, ...] = (
     collections.abc.Iterable,
@@ -140,21 +153,23 @@ def _strict_model(tp: type[BaseModel], relaxed: bool) -> Any:
     return mirrored
 
 
-def _literal_tags(td: Any, key: str) -> tuple[list[str], bool] | None:
-    """The literal values an (already mirrored) TypedDict accepts for ``key``, and whether
-    ``key`` may be omitted; ``None`` when the field is not a string literal."""
+def _literal_tags(td: Any, key: str) -> tuple[list[str], bool, bool] | None:
+    """The literal values an (already mirrored) TypedDict accepts for ``key``, whether ``key``
+    may be omitted and whether it may be null; ``None`` when the field is not a string
+    literal."""
     hint = typing_extensions.get_type_hints(td).get(key)
     if hint is None:
         return None
     tags: list[str] = []
+    nullable = False
     for arm in get_args(hint) if _is_union(hint) else (hint,):
         if get_origin(arm) in _LITERAL and all(isinstance(v, str) for v in get_args(arm)):
             tags.extend(get_args(arm))
         elif arm is type(None):
-            continue
+            nullable = True
         else:
             return None
-    return tags, key not in getattr(td, "__required_keys__", ())
+    return tags, key not in getattr(td, "__required_keys__", ()), nullable
 
 
 def _is_union(tp: Any) -> bool:
@@ -162,12 +177,51 @@ def _is_union(tp: Any) -> bool:
     return origin is Union or origin is types.UnionType
 
 
+def is_arm_label(part: object) -> bool:
+    """Whether a validation-error location part is a union arm's label, not a key or index."""
+    return isinstance(part, str) and part.startswith(ARM)
+
+
+def _arm_name(arm: Any) -> str:
+    if _is_typeddict(arm) or (isinstance(arm, type) and get_origin(arm) is None):
+        return str(arm.__name__)
+    origin = get_origin(arm)
+    if origin in _LITERAL:
+        return "literal"
+    if origin in _ANNOTATED:
+        return "tagged"
+    return str(getattr(origin, "__name__", None) or repr(arm))
+
+
+def _labelled(arms: list[Any]) -> Any:
+    """``arms`` as a plain union whose arms carry :data:`ARM`-prefixed labels (``None`` left
+    as pydantic's nullable), so that no label in an error location reads like a key."""
+    nullable = type(None) in arms
+    rest = [arm for arm in arms if arm is not type(None)]
+    if not rest:
+        return type(None)
+    if len(rest) == 1:
+        union: Any = rest[0]
+    else:
+        seen: dict[str, int] = {}
+        tagged = []
+        for arm in rest:
+            name = _arm_name(arm)
+            seen[name] = seen.get(name, 0) + 1
+            label = name if seen[name] == 1 else f"{name}{seen[name]}"
+            tagged.append(typing.Annotated[arm, Tag(ARM + label)])
+        union = Union[tuple(tagged)]  # noqa: UP007
+    return Union[union, None] if nullable else union  # noqa: UP007
+
+
 @cache
 def _discriminator(key: str) -> Callable[[Any], str | None]:
     def tag_of(value: Any) -> str | None:
         if isinstance(value, dict):
             tag = value.get(key, _MISSING_TAG)
-            return tag if isinstance(tag, str) else None
+            if tag is None:
+                return ARM + _NULL_TAG
+            return ARM + tag if isinstance(tag, str) else None
         return None
 
     tag_of.__name__ = f"{key}_tag"
@@ -176,38 +230,82 @@ def _discriminator(key: str) -> Callable[[Any], str | None]:
 
 
 def _discriminated(dict_arms: list[Any]) -> Any | None:
-    """The arms as a union discriminated on ``type`` (or else ``role``), if they allow it."""
+    """The arms as a union discriminated on ``type`` (or else ``role``), if they allow it.
+
+    The discriminator is always our tag function, whose tags are :data:`ARM`-prefixed:
+    pydantic's own puts the bare tag in an error's location (``content.0.text.text``), where
+    it reads like the key of the same name."""
     for key in _DISCRIMINATOR_KEYS:
         groups: dict[str, list[Any]] = {}
         for arm in dict_arms:
             found = _literal_tags(arm, key)
             if found is None:
                 break
-            tags, optional = found
-            for tag in [*tags, *([_MISSING_TAG] if optional else [])]:
+            tags, optional, nullable = found
+            extra = [*([_MISSING_TAG] if optional else []), *([_NULL_TAG] if nullable else [])]
+            for tag in [*tags, *extra]:
                 groups.setdefault(tag, []).append(arm)
         else:
-            annotated: Any = typing.Annotated
-            if _MISSING_TAG not in groups and all(len(group) == 1 for group in groups.values()):
-                # One arm per tag and the key always present: pydantic's own discriminator
-                # (in Rust, not a Python call per value).
-                return annotated[Union[tuple(dict_arms)], Discriminator(key)]  # noqa: UP007
             tagged = [
-                typing.Annotated[Union[tuple(group)] if len(group) > 1 else group[0], Tag(tag)]  # noqa: UP007
-                for tag, group in groups.items()
+                typing.Annotated[_labelled(group), Tag(ARM + tag)] for tag, group in groups.items()
             ]
-            return annotated[Union[tuple(tagged)], Discriminator(_discriminator(key))]  # noqa: UP007
+            expected = ", ".join(repr(tag) for tag in groups if tag not in _SPECIAL_TAGS)
+            discriminator = Discriminator(
+                _discriminator(key),
+                custom_error_type="invalid_kind",
+                custom_error_message=f"Input should be an object whose '{key}' is one of {expected}",
+                custom_error_context=_Context(discriminator=key),
+            )
+            annotated: Any = typing.Annotated
+            return annotated[Union[tuple(tagged)], discriminator]  # noqa: UP007
     return None
 
 
+class _Context(dict[str, int | str | float]):
+    """An error context that can sit in ``Annotated`` metadata (which must be hashable)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+
+def _union_leaves(args: tuple[Any, ...]) -> list[Any]:
+    """The arms of a union, nested unions (and the SDK's ``Annotated`` discriminated ones)
+    flattened, so that one object is judged against all the arms of its kind at once."""
+    leaves: list[Any] = []
+    for arm in args:
+        origin = get_origin(arm)
+        if origin in _ANNOTATED and _is_union(get_args(arm)[0]):
+            leaves.extend(_union_leaves(get_args(get_args(arm)[0])))
+        elif _is_union(arm):
+            leaves.extend(_union_leaves(get_args(arm)))
+        elif arm not in leaves:
+            leaves.append(arm)
+    return leaves
+
+
 def _strict_union(args: tuple[Any, ...], relaxed: bool) -> Any:
-    arms = [strict_type(arm, relaxed=relaxed) for arm in args]
+    arms: list[Any] = []
+    for arm in _union_leaves(args):
+        strict = strict_type(arm, relaxed=relaxed)
+        if strict not in arms:
+            arms.append(strict)
     dict_arms = [arm for arm in arms if _is_typeddict(arm)]
     if len(dict_arms) >= 2:
         discriminated = _discriminated(dict_arms)
         if discriminated is not None:
             arms = [*(arm for arm in arms if not _is_typeddict(arm)), discriminated]
-    return Union[tuple(arms)] if len(arms) > 1 else arms[0]  # noqa: UP007
+    return _labelled(arms)
+
+
+def _integral(value: Any) -> Any:
+    """A JSON number written with a fraction of zero (``12.0``) where an integer is due: the
+    integer it is (strict validation refuses a float; every other type still fails)."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+_INT: Any = typing.Annotated[int, BeforeValidator(_integral)]
 
 
 def _is_file_input(tp: Any, origin: Any) -> bool:
@@ -228,7 +326,7 @@ def strict_type(tp: Any, *, relaxed: bool = False) -> Any:
     if _is_file_input(tp, origin):
         return str
     if origin is None:
-        return tp
+        return _INT if tp is int else tp
     args = get_args(tp)
     if origin in _ANNOTATED:
         return strict_type(args[0], relaxed=relaxed)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Discriminator, Tag, ValidationError
 
 from aiostream_synth._params.pruning import validate_pruning
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._params.strict import list_item_type
+from aiostream_synth._params.strict import ARM, list_item_type
 from aiostream_synth._wire.json import json_copy
 
 __all__ = [
@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
-_ABSENT = "<absent>"  # the tag of a member without the key (see _strict_types)
+_ABSENT = "<absent>"  # the tag of a member without the key (see _params/strict.py)
+_NULL = "<null>"  # the tag of a member whose key is null
 _LITERALS: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 
@@ -60,12 +61,15 @@ class _Arm:
     literals: dict[str, frozenset[Any]]
 
     def accepts(self, member: dict[str, Any]) -> bool:
-        """Whether ``member`` could be of this arm's kind (its kind keys and literal values)."""
+        """Whether ``member`` could be of this arm's kind (its kind keys and their literal
+        values). Other literals (``status``) are not judged here: a wrong one is the client's
+        error to hear about, not a sign that the member is another kind (issue 38, #14)."""
         for key in _KIND_KEYS:
             if key in member and key not in self.keys:
                 return False
-        for key, allowed in self.literals.items():
-            if key in member:
+        for key in _KIND_KEYS:
+            allowed = self.literals.get(key)
+            if allowed is not None and key in member:
                 value = member[key]
                 try:
                     if value not in allowed:
@@ -130,7 +134,10 @@ def _arms_of(tp: Any) -> list[_Arm] | None:
 
 
 def _tag(metadata: tuple[Any, ...]) -> Any:
-    return next((m.tag for m in metadata if isinstance(m, Tag)), None)
+    """The kind value an arm of our discriminated unions stands for (its label without the
+    :data:`ARM` prefix); ``None`` when it has none."""
+    tag = next((m.tag for m in metadata if isinstance(m, Tag)), None)
+    return tag[len(ARM) :] if isinstance(tag, str) and tag.startswith(ARM) else tag
 
 
 @cache
@@ -173,7 +180,9 @@ def member_kinds(model: type[BaseModel], field: str) -> frozenset[str] | None:
     union = _member_union(model, field)
     if union is None or union.key != "type":
         return None
-    return frozenset(tag for tag in union.groups if isinstance(tag, str) and tag != _ABSENT)
+    return frozenset(
+        tag for tag in union.groups if isinstance(tag, str) and tag not in (_ABSENT, _NULL)
+    )
 
 
 def drop_unknown_kinds(
