@@ -60,9 +60,18 @@ class Removals:
     #: messages hoisted, members dropped): where each remaining member was in the client's body.
     #: Each origin is an index in the client's list of the same name, or a full path.
     origins: dict[str, list[int | tuple[str | int, ...]]] = field(default_factory=dict)
+    #: Places the sanitizer moved deeper than a list member (a folded system message's blocks,
+    #: its ``output_config`` keys): sanitized path prefix -> the client's path. Looked up before
+    #: :attr:`origins`, longest prefix first.
+    moved: dict[tuple[str | int, ...], tuple[str | int, ...]] = field(default_factory=dict)
 
     def original_path(self, path: Sequence[str | int]) -> tuple[str | int, ...]:
         """``path`` in the sanitized body as the same place in the client's body."""
+        if self.moved:
+            for n in range(len(path), 0, -1):
+                found = self.moved.get(tuple(path[:n]))
+                if found is not None:
+                    return (*found, *path[n:])
         if len(path) >= 2 and isinstance(path[0], str) and isinstance(path[1], int):
             origins = self.origins.get(path[0])
             if origins is not None and 0 <= path[1] < len(origins):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import types
 import typing
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
@@ -82,22 +83,37 @@ def _refuse(message: str, param: str) -> RequestError:
     return RequestError(400, message, param=param, code="invalid_request_error")
 
 
-def _reminders(content: Any, where: int, removals: Removals) -> list[dict[str, Any]] | None:
-    """A system message's content as ``<system-reminder>`` text blocks, one per section; None
-    when the content is malformed (left in place for validation to judge)."""
+Path = tuple[str | int, ...]
+#: Keys of a system message's text block that a reminder carries (its ``text``, as text).
+_REMINDER_KEYS = frozenset({"type", "text"})
+
+
+def _reminders(
+    content: Any, where: int, removals: Removals
+) -> list[tuple[dict[str, Any], Path]] | None:
+    """A system message's content as ``<system-reminder>`` text blocks, one per section, each
+    with the path of what it was made from; None when the content is malformed (left in place
+    for validation to judge, as is a text block whose ``text`` is not a string)."""
     if isinstance(content, str):
-        return [{"type": "text", "text": _REMINDER.format(content)}] if content else []
+        whole: Path = ("messages", where, "content")
+        return [({"type": "text", "text": _REMINDER.format(content)}, whole)] if content else []
     if not isinstance(content, list):
+        return None
+    if any(
+        not isinstance(block, dict)
+        or (block.get("type") == "text" and not isinstance(block.get("text"), str))
+        for block in content
+    ):
         return None
     blocks = []
     for k, block in enumerate(content):
-        if not isinstance(block, dict):
-            return None
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            blocks.append({"type": "text", "text": _REMINDER.format(block["text"])})
+        path: Path = ("messages", where, "content", k)
+        if block.get("type") == "text":
+            blocks.append(({"type": "text", "text": _REMINDER.format(block["text"])}, path))
+            for key in sorted(set(block) - _REMINDER_KEYS):
+                removals.add((*path, key), "key of a system message's text block", benign=True)
         else:
-            kind = block.get("type")
-            removals.add(("messages", where, "content", k), f"{kind!r} block of a system message")
+            removals.add(path, f"{block.get('type')!r} block of a system message")
     return blocks
 
 
@@ -105,41 +121,75 @@ def _as_blocks(content: Any) -> list[Any]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
+def _block_paths(index: int, content: Any) -> list[Path]:
+    """Where each block of a client message's content is (a string content is one block)."""
+    if isinstance(content, str):
+        return [("messages", index, "content")]
+    return [("messages", index, "content", k) for k in range(len(content))]
+
+
+@dataclass(slots=True)
+class _Folded:
+    """Messages after folding, and where each one (and each block of a reshaped one) was."""
+
+    messages: list[Any]
+    origins: list[int]
+    #: Per message: the client path of each content block, or None when its content is the
+    #: client's own list, unchanged.
+    blocks: list[list[Path] | None]
+
+
 def _fold_system_messages(
-    messages: list[Any], removals: Removals, directives: dict[str, Any]
-) -> tuple[list[Any], list[int]]:
+    messages: list[Any], removals: Removals, directives: dict[str, tuple[Any, Path]]
+) -> _Folded:
     """Messages with every ``role: "system"`` entry folded into a user message (see the module
-    docstring), and where each kept message was in the client's list. A system message's
-    ``output_config`` (the per-turn effort of Claude Code's per-turn-control beta) is collected
-    in ``directives``: it applies to this turn, so it becomes the request's own."""
-    out: list[Any] = []
-    origins: list[int] = []
-    pending: list[dict[str, Any]] = []  # reminders before the first user message
+    docstring). A system message's ``output_config`` (the per-turn effort of Claude Code's
+    per-turn-control beta) is collected in ``directives``, each key with its path: it applies
+    to this turn, so it becomes the request's own."""
+    out = _Folded([], [], [])
+    pending: list[tuple[dict[str, Any], Path]] = []  # reminders before the first user message
     for index, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role == "system":
             blocks = _reminders(message.get("content"), index, removals)
             if blocks is not None:
-                if isinstance(message.get("output_config"), dict):
-                    directives.update(message["output_config"])
+                config = message.get("output_config")
+                if isinstance(config, dict):
+                    for key, value in config.items():
+                        directives[key] = (value, ("messages", index, "output_config", key))
                 for key in sorted(set(message) - {"role", "content", "output_config"}):
                     removals.add(("messages", index, key), "system message directive", benign=True)
-                target = next((i for i in range(len(out) - 1, -1, -1) if _is_user(out[i])), None)
+                target = next(
+                    (i for i in range(len(out.messages) - 1, -1, -1) if _is_user(out.messages[i])),
+                    None,
+                )
                 if target is None:
                     pending.extend(blocks)
                 elif blocks:
-                    user = out[target]
-                    out[target] = {**user, "content": [*blocks, *_as_blocks(user["content"])]}
+                    user = out.messages[target]
+                    own = out.blocks[target] or _block_paths(out.origins[target], user["content"])
+                    out.messages[target] = {
+                        **user,
+                        "content": [*(b for b, _ in blocks), *_as_blocks(user["content"])],
+                    }
+                    out.blocks[target] = [*(p for _, p in blocks), *own]
                 continue
+        paths: list[Path] | None = None
         if pending and _is_user(message):
-            message = {**message, "content": [*pending, *_as_blocks(message["content"])]}
+            paths = [*(p for _, p in pending), *_block_paths(index, message["content"])]
+            message = {
+                **message,
+                "content": [*(b for b, _ in pending), *_as_blocks(message["content"])],
+            }
             pending = []
-        out.append(message)
-        origins.append(index)
+        out.messages.append(message)
+        out.origins.append(index)
+        out.blocks.append(paths)
     if pending:  # system text and no user message at all: it becomes one
-        out.append({"role": "user", "content": pending})
-        origins.append(len(messages) - 1)
-    return out, origins
+        out.messages.append({"role": "user", "content": [b for b, _ in pending]})
+        out.origins.append(len(messages) - 1)
+        out.blocks.append([p for _, p in pending])
+    return out
 
 
 def _is_user(message: Any) -> bool:
@@ -150,25 +200,62 @@ def _is_user(message: Any) -> bool:
     )
 
 
-def _drop_unknown_blocks(messages: list[Any], origins: list[int], removals: Removals) -> list[Any]:
-    out = messages
+def _drop_unknown_blocks(folded: _Folded, removals: Removals) -> None:
+    """Drop (and record, at the client's path) the content blocks of an unknown ``type``."""
     known = request_block_types()
-    for i, message in enumerate(messages):
+    for i, message in enumerate(folded.messages):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             continue
+        paths = folded.blocks[i] or _block_paths(folded.origins[i], content)
         kept = []
-        for k, block in enumerate(content):
+        kept_paths = []
+        for block, path in zip(content, paths, strict=True):
             kind = block.get("type") if isinstance(block, dict) else None
             if isinstance(kind, str) and kind not in known:
-                removals.add(("messages", origins[i], "content", k), f"unknown block type {kind!r}")
+                removals.add(path, f"unknown block type {kind!r}")
                 continue
             kept.append(block)
+            kept_paths.append(path)
         if len(kept) != len(content):
-            if out is messages:
-                out = list(messages)
-            out[i] = {**message, "content": kept}
-    return out
+            folded.messages[i] = {**message, "content": kept}
+            folded.blocks[i] = kept_paths
+
+
+@cache
+def _output_config_keys(model: type[BaseModel]) -> frozenset[str] | None:
+    """The keys the params model's ``output_config`` declares (None: not a typed object)."""
+    info = model.model_fields.get("output_config")
+    if info is None:
+        return None
+    arms = typing.get_args(info.annotation) or (info.annotation,)
+    for arm in arms:
+        if isinstance(arm, type) and typing_extensions.is_typeddict(arm):
+            return frozenset(typing_extensions.get_type_hints(arm))
+    return None
+
+
+def _apply_directives(
+    cleaned: dict[str, Any],
+    directives: dict[str, tuple[Any, Path]],
+    model: type[BaseModel],
+    removals: Removals,
+) -> None:
+    """Make the system messages' ``output_config`` keys the request's own: a key the params
+    model does not know is recorded at the client's path; the rest are merged over the
+    request's ``output_config`` (nothing is invented when nothing is left), and errors or
+    prunings inside one name the system message's key."""
+    known = _output_config_keys(model)
+    merged: dict[str, Any] = {}
+    for key, (value, path) in directives.items():
+        if known is not None and key not in known:
+            removals.add(path, "unknown key")
+            continue
+        merged[key] = value
+        removals.moved[("output_config", key)] = path
+    if merged:
+        own = cleaned.get("output_config")
+        cleaned["output_config"] = {**(own if isinstance(own, dict) else {}), **merged}
 
 
 def sanitize_anthropic_body(
@@ -209,17 +296,18 @@ def sanitize_anthropic_body(
                         "use the top-level system parameter",
                         f"messages[{index}]",
                     )
-            folded, origins = messages, list(range(len(messages)))
-        elif system_messages == "translate":
-            directives: dict[str, Any] = {}
-            folded, origins = _fold_system_messages(messages, report, directives)
-            if directives:
-                own = cleaned.get("output_config")
-                cleaned["output_config"] = {**(own if isinstance(own, dict) else {}), **directives}
+        if system_messages == "translate":
+            directives: dict[str, tuple[Any, Path]] = {}
+            folded = _fold_system_messages(messages, report, directives)
+            _apply_directives(cleaned, directives, model, report)
         else:
-            folded, origins = messages, list(range(len(messages)))
-        cleaned["messages"] = _drop_unknown_blocks(folded, origins, report)
-        report.origins["messages"] = list(origins)
+            folded = _Folded(list(messages), list(range(len(messages))), [None] * len(messages))
+        _drop_unknown_blocks(folded, report)
+        cleaned["messages"] = folded.messages
+        report.origins["messages"] = list(folded.origins)
+        for i, paths in enumerate(folded.blocks):
+            for k, path in enumerate(paths or ()):
+                report.moved[("messages", i, "content", k)] = path
     tools = cleaned.get("tools")
     if isinstance(tools, list):
         located: list[tuple[Any, tuple[str | int, ...]]] = [

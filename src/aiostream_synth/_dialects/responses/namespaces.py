@@ -8,7 +8,12 @@ namespaced one flatten to the same name, the later map entry wins (protocol.md Â
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any, TypeAlias
+
+import typing_extensions
+
+from aiostream_synth._params.removals import Removals
 
 __all__ = [
     "NAMESPACED_CALL_TYPES",
@@ -49,8 +54,35 @@ def _well_formed(tool: dict[str, Any]) -> bool:
     )
 
 
+@cache
+def _namespace_keys() -> frozenset[str]:
+    """The keys of a namespace spec, per the installed openai SDK (older ones lack the type)."""
+    try:
+        from openai.types.responses.namespace_tool_param import NamespaceToolParam
+    except ImportError:  # pragma: no cover - an openai without namespace tools
+        return frozenset({"type", "name", "description", "tools"})
+    return frozenset(typing_extensions.get_type_hints(NamespaceToolParam))
+
+
+#: JSON Schema's boolean schemas as the objects that mean the same (a sub-tool's
+#: ``parameters`` is any JSON Schema; a function tool's must be an object).
+_BOOLEAN_SCHEMAS: dict[bool, dict[str, Any]] = {True: {}, False: {"not": {}}}
+
+
+def _flat_subtool(sub: dict[str, Any], flat_name: str) -> dict[str, Any]:
+    flat = {**sub, "type": sub.get("type") or "function", "name": flat_name}
+    parameters = sub.get("parameters")
+    if isinstance(parameters, bool):
+        flat["parameters"] = dict(_BOOLEAN_SCHEMAS[parameters])
+    return flat
+
+
 def flatten_tools(
-    tools: Iterable[Any] | None, path: Path | None = None, *, keep_malformed: bool = True
+    tools: Iterable[Any] | None,
+    path: Path | None = None,
+    *,
+    keep_malformed: bool = True,
+    removals: Removals | None = None,
 ) -> tuple[list[tuple[Any, Origin]], NamespaceMap]:
     """Flatten namespace specs, each flat tool paired with where the client wrote it: its index
     in ``tools`` (no ``path``), or its full path under ``path`` (a carrier's ``tools``).
@@ -58,6 +90,11 @@ def flatten_tools(
     ``keep_malformed`` (the sanitizer's P10 mode): a namespace that cannot be flattened whole
     (no name, a sub-tool that is not an object or has no name) stays as it is, for validation
     to judge, instead of losing sub-tools. Without it, such sub-tools are skipped (B-R08).
+
+    A sub-tool's boolean ``parameters`` schema (``true``: anything) becomes the object schema
+    that means the same (``{}``), which a flat function tool can carry. A key of a flattened
+    namespace that the SDK's namespace type does not declare has no place in a flat tool: it
+    is recorded in ``removals`` ("unknown key"), as validation records one elsewhere.
     """
     flat: list[tuple[Any, Origin]] = []
     ns_map: NamespaceMap = {}
@@ -69,6 +106,10 @@ def flatten_tools(
             flat.append((tool, index if path is None else (*path, index)))
             continue
         where = (*base, index)
+        if removals is not None:
+            for key in tool:
+                if key not in _namespace_keys():
+                    removals.add((*where, key), "unknown key")
         namespace = str(tool.get("name") or "")
         subtools = tool.get("tools")
         if not isinstance(subtools, list):
@@ -77,12 +118,7 @@ def flatten_tools(
             if not (isinstance(sub, dict) and sub.get("name")):
                 continue
             flat_name = f"{namespace}{NAMESPACE_DELIMITER}{sub['name']}"
-            flat.append(
-                (
-                    {**sub, "type": sub.get("type") or "function", "name": flat_name},
-                    (*where, "tools", k),
-                )
-            )
+            flat.append((_flat_subtool(sub, flat_name), (*where, "tools", k)))
             ns_map[flat_name] = (namespace, str(sub["name"]))
     return flat, ns_map
 

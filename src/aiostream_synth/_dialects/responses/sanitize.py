@@ -192,7 +192,9 @@ def _input_items(
             if not isinstance(kind, str):
                 kind = None
             if kind == "additional_tools" and isinstance(item.get("tools"), (list, type(None))):
-                flat, carrier_map = flatten_tools(item.get("tools"), ("input", index, "tools"))
+                flat, carrier_map = flatten_tools(
+                    item.get("tools"), ("input", index, "tools"), removals=removals
+                )
                 ns_map.update(carrier_map)
                 carried.extend(flat)
                 continue
@@ -265,7 +267,7 @@ def sanitize_streaming_responses_body(
 
     tools = cleaned.get("tools", ())
     if "tools" in cleaned and (tools is None or isinstance(tools, list)):
-        flat, ns_map = flatten_tools(tools)
+        flat, ns_map = flatten_tools(tools, removals=report)
         kinds = member_kinds(params_model, "tools")
         kept = _kept_tools(flat, kinds, report, drop_custom_tools, drop_hosted_tools)
         cleaned["tools"] = [tool for tool, _ in kept]

@@ -113,7 +113,7 @@ def chat_tools(
     dropped: set[str] = set()
     if not isinstance(tools, list):
         return dropped
-    flat, ns_map = flatten_tools(elements(tools), keep_malformed=False)
+    flat, ns_map = flatten_tools(elements(tools), keep_malformed=False, removals=removals)
     ctx.ns_map.update(ns_map)
     out: list[dict[str, Any]] = []
     functions = {
