@@ -71,6 +71,14 @@ def known_block_types() -> frozenset[str]:
 #: Blocks whose input streams as one ``input_json_delta``.
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _STOP_DELTA_KEYS = ("stop_details", "container")
+#: Message fields ``message_delta`` carries at its top level (``BetaRawMessageDeltaEvent``).
+_DELTA_EVENT_KEYS = ("context_management", "input_transformations")
+#: Message fields the frames write themselves; every other one rides on ``message_start``.
+_OWN_KEYS = frozenset(
+    {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+    | set(_STOP_DELTA_KEYS)
+    | set(_DELTA_EVENT_KEYS)
+)
 #: Usage counters clients sum and compare; never ``null``, present even when 0 (A6).
 _INPUT_COUNTERS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 #: What ``message_delta.usage`` may carry besides ``output_tokens`` (``MessageDeltaUsage``).
@@ -101,9 +109,13 @@ def _usage(usage: Any) -> dict[str, Any]:
     return out
 
 
-def message_start_frame(message_id: str, model: Any, usage: dict[str, Any]) -> bytes:
-    """``message_start`` with empty content (both SDKs crash without the ``content`` key)."""
+def message_start_frame(
+    message_id: str, model: Any, usage: dict[str, Any], extra: dict[str, Any] | None = None
+) -> bytes:
+    """``message_start`` with empty content (both SDKs crash without the ``content`` key);
+    ``extra``: the message's other fields (``diagnostics``...), carried as they are."""
     message: dict[str, Any] = {
+        **(extra or {}),
         "id": message_id,
         "type": "message",
         "role": "assistant",
@@ -223,8 +235,12 @@ def anthropic_frames(
     """All SSE frames (bytes) for a complete Message; raises :class:`InvalidResultError` naming
     the path before producing any on a malformed one.
 
-    ``include_start=False`` continues a stream whose ``message_start`` keepalive already went
-    out (its usage was zeros, so ``message_delta`` carries the input-side counters too).
+    Every field of the message reaches an event: ``message_start`` carries all but the ones
+    ``message_delta`` declares (stop reason and details, ``container``,
+    ``context_management``, ``input_transformations``). ``include_start=False`` continues a
+    stream whose ``message_start`` keepalive already went out (its usage was zeros, so
+    ``message_delta`` carries the input-side counters too); the message's other fields
+    (``diagnostics``) then have no event left to travel in and are logged at DEBUG.
     ``message_id`` replaces the message's own id in ``message_start``.
     """
     data = as_json_dict(message, InvalidResultError, _WHAT)
@@ -239,8 +255,13 @@ def anthropic_frames(
                     message_id or str(data.get("id") or new_message_id()),
                     data.get("model"),
                     start_usage,
+                    {key: value for key, value in data.items() if key not in _OWN_KEYS},
                 )
             )
+        else:
+            lost = sorted(key for key in data if key not in _OWN_KEYS)
+            if lost:
+                LOG.debug("message_start already sent: fields %s not streamed", lost)
         for index, block in enumerate(blocks):
             frames.extend(_block_frames(index, block, index))
         stop_reason = data.get("stop_reason") or "end_turn"
@@ -248,7 +269,9 @@ def anthropic_frames(
         stop.update({key: data[key] for key in _STOP_DELTA_KEYS if data.get(key) is not None})
         delta_usage = {key: usage[key] for key in (*_INPUT_COUNTERS, "output_tokens")}
         delta_usage.update({key: usage[key] for key in _DELTA_EXTRAS if usage.get(key) is not None})
-        frames.append(_frame({"type": "message_delta", "delta": stop, "usage": delta_usage}))
+        delta: dict[str, Any] = {"type": "message_delta", "delta": stop, "usage": delta_usage}
+        delta.update({key: data[key] for key in _DELTA_EVENT_KEYS if data.get(key) is not None})
+        frames.append(_frame(delta))
     except orjson.JSONEncodeError as exc:
         raise _fail((), f"not JSON-serializable ({exc})") from None
     frames.append(_STOP_FRAME)

@@ -40,7 +40,9 @@ from ``response.failed`` although the SDK's ``ResponseError.code`` literal does 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+import typing
 from collections.abc import Iterator
 from typing import Any, Literal, NoReturn
 
@@ -229,12 +231,49 @@ def _text_part(
     events.emit({"type": "response.content_part.done", **ids, "part": part})
 
 
+@functools.cache
+def _item_statuses() -> dict[str, frozenset[Any] | None]:
+    """Output item type -> the ``status`` values the installed openai SDK's item model takes
+    (None: it declares no status). Read on first use."""
+    from openai.types.responses import ResponseOutputItem
+
+    out: dict[str, frozenset[Any] | None] = {}
+    for arm in typing.get_args(typing.get_args(ResponseOutputItem)[0]):
+        kinds = typing.get_args(arm.model_fields["type"].annotation)
+        status = arm.model_fields.get("status")
+        values: frozenset[Any] | None = None
+        if status is not None:
+            values = frozenset(_literal_values(status.annotation))
+        for kind in kinds:
+            out[kind] = values
+    return out
+
+
+def _literal_values(tp: Any) -> list[Any]:
+    if typing.get_origin(tp) is Literal:
+        return list(typing.get_args(tp))
+    return [value for arm in typing.get_args(tp) for value in _literal_values(arm)]
+
+
+def _added_status(kind: Any, item: dict[str, Any]) -> bool:
+    """Whether ``output_item.added`` shows the item ``in_progress``: a message, a function
+    call, or an item with a status, unless its type does not take that status (an
+    ``apply_patch_call_output`` or ``program_output`` is added as it ends)."""
+    if not ("status" in item or kind in ("message", "function_call")):
+        return False
+    statuses = _item_statuses()
+    if isinstance(kind, str) and kind in statuses:
+        allowed = statuses[kind]
+        return allowed is not None and "in_progress" in allowed
+    return True
+
+
 def _full_item(events: _Events, k: int, item: dict[str, Any], size: int | None) -> None:
     kind = item.get("type")
     item_id = item.get("id")
     base = {"item_id": item_id, "output_index": k}
     added = dict(item)
-    if "status" in item or kind in ("message", "function_call"):
+    if _added_status(kind, item):
         added["status"] = "in_progress"
     if kind == "message":
         added["content"] = []

@@ -5,8 +5,11 @@ is left out: it changes every turn and would defeat the upstream's prefix cache)
 ``tool_use`` blocks of an assistant turn become one assistant message's ``tool_calls``; the
 ``tool_result`` blocks of the next user turn become ``tool`` messages right after it, in call
 order (an error result's text is prefixed ``Error: ``), and the rest of that user turn a user
-message after them. ``thinking`` is replayed as ``reasoning_content`` (DeepSeek, vLLM and SGLang
-read it back); server tools and their records have no chat equivalent and are dropped, reported.
+message after them; a call answered by several ``tool_result`` blocks gets their texts in one
+tool message. ``thinking`` is replayed as ``reasoning_content`` (DeepSeek, vLLM and SGLang read
+it back), a thinking-only assistant turn as an assistant message with empty content and its
+reasoning (a trailing one is left out, reported: the upstream would continue it); server tools
+and their records have no chat equivalent and are dropped, reported.
 """
 
 from __future__ import annotations
@@ -114,14 +117,17 @@ class _Messages:
         self.out: list[dict[str, Any]] = []
         #: call ids of the last assistant turn still waiting for their result, in order
         self.pending: list[str] = []
+        #: (index in ``out``, client index) of an assistant message that carries only thinking
+        self.thinking_only: tuple[int, int] | None = None
 
-    def _close_pending(self, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def _close_pending(self, results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         """Tool messages for the pending calls, in call order (a call without a result gets
-        the synthesized one), and the images those results carried."""
+        the synthesized one), and the images those results carried. A call answered by more
+        than one ``tool_result`` gets one tool message with every result's text, in order."""
         images: list[dict[str, Any]] = []
         for call_id in self.pending:
-            result = results.pop(call_id, None)
-            if result is None:
+            found_results = results.pop(call_id, None)
+            if not found_results:
                 self.out.append(
                     {
                         "role": "tool",
@@ -130,23 +136,26 @@ class _Messages:
                     }
                 )
                 continue
-            text, found = _result_text(result.get("content"))
-            if result.get("is_error") is True:
-                text = f"Error: {text}"
-            self.out.append({"role": "tool", "tool_call_id": call_id, "content": text})
-            images.extend(found)
+            texts = []
+            for result in found_results:
+                text, found = _result_text(result.get("content"))
+                texts.append(f"Error: {text}" if result.get("is_error") is True else text)
+                images.extend(found)
+            self.out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": "\n\n".join(texts)}
+            )
         self.pending = []
         return images
 
     def user(self, content: Any, index: int) -> None:
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, list[dict[str, Any]]] = {}
         parts: list[dict[str, Any]] = []
         for k, block in enumerate(_blocks(content)):
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             if kind == "tool_result":
-                results[str(block.get("tool_use_id"))] = block
+                results.setdefault(str(block.get("tool_use_id")), []).append(block)
             elif kind == "text":
                 parts.append({"type": "text", "text": str(block.get("text") or "")})
             elif kind == "image":
@@ -172,7 +181,8 @@ class _Messages:
                     ("messages", index, "content", k), f"{kind!r} block: no chat equivalent"
                 )
         images = self._close_pending(results)
-        for call_id, block in results.items():  # results with no call just before: user text
+        orphans = [(call_id, block) for call_id, blocks in results.items() for block in blocks]
+        for call_id, block in reversed(orphans):  # results with no call just before: user text
             if self.options.orphan_output_policy == "drop":
                 self.removals.add(
                     ("messages", index), f"tool_result {call_id} without its tool_use"
@@ -243,8 +253,16 @@ class _Messages:
         thought: str | None = "\n\n".join(reasoning) or (
             self.options.reasoning_placeholder if calls else None
         )
-        message.update(reasoning_fields(thought, self.options.reasoning_out_field))
+        carried = reasoning_fields(thought, self.options.reasoning_out_field)
+        message.update(carried)
         if not text and not calls:
+            if carried:  # thinking only: an assistant turn with its reasoning
+                self.out.append(message)
+                self.thinking_only = (len(self.out) - 1, index)
+            elif any(isinstance(block, dict) for block in _blocks(content)):
+                self.removals.add(
+                    ("messages", index), "assistant turn with nothing a chat message can carry"
+                )
             return
         self.out.append(message)
         self.pending = [call["id"] for call in calls]
@@ -252,6 +270,13 @@ class _Messages:
     def finish(self) -> list[dict[str, Any]]:
         if self.pending:
             self._close_pending({})
+        if self.thinking_only is not None and self.thinking_only[0] == len(self.out) - 1:
+            # Last, it would read as a prefill the upstream continues: left out, reported.
+            self.out.pop()
+            self.removals.add(
+                ("messages", self.thinking_only[1]),
+                "trailing assistant turn with only thinking (a chat upstream would continue it)",
+            )
         return self.out
 
 
