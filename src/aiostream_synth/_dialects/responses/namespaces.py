@@ -40,12 +40,14 @@ Origin = int | Path
 
 
 def _well_formed(tool: dict[str, Any]) -> bool:
-    """A namespace that can be flattened without losing anything: a non-empty string name and
-    a list of sub-tool objects, each with a non-empty string name."""
+    """A namespace that can be flattened without losing anything: a non-empty string name, a
+    string description (or none) and a list of sub-tool objects, each with a non-empty string
+    name."""
     subtools = tool.get("tools")
     return (
         isinstance(tool.get("name"), str)
         and bool(tool["name"])
+        and isinstance(tool.get("description"), str | None)
         and isinstance(subtools, list)
         and all(
             isinstance(sub, dict) and isinstance(sub.get("name"), str) and sub["name"]
@@ -94,7 +96,11 @@ def flatten_tools(
     A sub-tool's boolean ``parameters`` schema (``true``: anything) becomes the object schema
     that means the same (``{}``), which a flat function tool can carry. A key of a flattened
     namespace that the SDK's namespace type does not declare has no place in a flat tool: it
-    is recorded in ``removals`` ("unknown key"), as validation records one elsewhere.
+    is recorded in ``removals`` ("unknown key"), as validation records one elsewhere; so are
+    the namespace's description (benign: Codex sends one with every namespace) and a namespace
+    with no sub-tools. A sub-tool whose ``parameters`` is another JSON value (an array, a
+    string) stays as it is: validation answers 400 at its path, since a function tool's
+    parameters must be a JSON Schema object.
     """
     flat: list[tuple[Any, Origin]] = []
     ns_map: NamespaceMap = {}
@@ -110,6 +116,14 @@ def flatten_tools(
             for key in tool:
                 if key not in _namespace_keys():
                     removals.add((*where, key), "unknown key")
+            if tool.get("description"):
+                removals.add(
+                    (*where, "description"),
+                    "namespace description (a flat tool has no place for it)",
+                    benign=True,
+                )
+            if not tool.get("tools"):
+                removals.add(where, "namespace without tools")
         namespace = str(tool.get("name") or "")
         subtools = tool.get("tools")
         if not isinstance(subtools, list):

@@ -6,9 +6,11 @@ input types require (bridge.md §1.3.1). Codex, for one, sends every earlier rea
 assistant history without ``status``. A reference-style sanitizer drops such items; a proxy must
 forward them (decision P10). Before validation, on every Responses path:
 
-* N1 an assistant ``message`` with list content gets ``status: "completed"`` and a deterministic
-  ``id`` when missing (and ``type: "message"``, the only kind such an item can be); each of its
-  ``output_text`` parts gets ``annotations: []`` when missing;
+* N1 an assistant ``message`` whose list content is output parts (``output_text``,
+  ``refusal``: the SDK's output message) gets ``status: "completed"`` and a deterministic ``id``
+  when missing (and ``type: "message"``); each of its ``output_text`` parts gets
+  ``annotations: []`` when missing. Input parts (``input_text``...) make it the SDK's easy input
+  message, which has neither key: it is left as it is;
 * N2 a ``reasoning`` item loses a ``null`` ``content`` / ``encrypted_content``, and gets
   ``summary: []`` and a deterministic ``id`` when missing;
 * N3 the ids are digests of the item's own content, so the same history gives the same upstream
@@ -19,10 +21,13 @@ Only items that change are copied; the input is never mutated.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import typing
 from typing import Any
 
 import orjson
+import typing_extensions
 
 __all__ = ["normalize_replay_item", "normalize_replay_items", "with_annotations"]
 
@@ -55,10 +60,26 @@ def with_annotations(parts: list[Any]) -> list[Any]:
     return out
 
 
+@functools.cache
+def _output_part_types() -> frozenset[str]:
+    """The part types of the installed openai SDK's output message (``output_text``...)."""
+    from openai.types.responses.response_output_message_param import Content
+
+    found: set[str] = set()
+    for arm in typing.get_args(Content) or (Content,):
+        hint = typing_extensions.get_type_hints(arm).get("type")
+        hint = typing.get_args(hint)[0] if typing.get_origin(hint) is not typing.Literal else hint
+        found.update(value for value in typing.get_args(hint) if isinstance(value, str))
+    return frozenset(found)
+
+
 def _assistant_message(item: dict[str, Any]) -> dict[str, Any]:
     content = item.get("content")
     if not isinstance(content, list):
         return item  # string content is an EasyInputMessage: nothing is missing
+    kinds = {part.get("type") for part in content if isinstance(part, dict)}
+    if not kinds <= _output_part_types():
+        return item  # input parts (or unknown ones): an EasyInputMessage, or validation's call
     parts = with_annotations(content)
     if parts is content and "status" in item and "id" in item and "type" in item:
         return item

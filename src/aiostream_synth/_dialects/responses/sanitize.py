@@ -34,9 +34,11 @@ B-R20 and B-R21.3's drops):
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
+import typing_extensions
 from pydantic import BaseModel, ValidationError
 
 from aiostream_synth._dialects.responses.namespaces import (
@@ -68,6 +70,11 @@ CLIENT_EXECUTED_TOOL_TYPES = frozenset({"function", "custom"})
 CLIENT_BOOKKEEPING_FIELDS = frozenset({"client_metadata"})
 _STREAMING_ONLY = ("stream", "stream_options")
 _SYSTEM_ROLES = frozenset({"system", "developer"})
+#: What a message hoisted into ``instructions`` may have: its text is all that is kept.
+_HOISTED_KEYS = frozenset({"role", "type", "content", "id", "status"})
+#: Of those, the ones that go with the item (reported, benign: Codex sends an ``id``).
+_HOISTED_BOOKKEEPING = ("id", "status")
+_HOISTED_PART_KEYS = frozenset({"type", "text"})
 _TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
 
 
@@ -120,7 +127,10 @@ def _kept_tools(
 
 def _text_only(item: dict[str, Any]) -> str | None:
     """The text of a message whose content is all text (B-R17), or None when hoisting it into
-    ``instructions`` would lose something (an image, a file, a malformed part)."""
+    ``instructions`` would lose something (an image, a file, a malformed part, a key other
+    than the message's role, type, content, id and status or a part's type and text)."""
+    if not item.keys() <= _HOISTED_KEYS:
+        return None
     content = item.get("content")
     if isinstance(content, str):
         return content
@@ -130,7 +140,11 @@ def _text_only(item: dict[str, Any]) -> str | None:
         return None
     texts: list[str] = []
     for part in content:
-        if not (isinstance(part, dict) and _str_field(part, "type") in _TEXT_PART_TYPES):
+        if not (
+            isinstance(part, dict)
+            and _str_field(part, "type") in _TEXT_PART_TYPES
+            and part.keys() <= _HOISTED_PART_KEYS
+        ):
             return None
         text = part.get("text")
         if text is not None and not isinstance(text, str):
@@ -154,7 +168,7 @@ def _flat_call(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hoist_instructions(
-    cleaned: dict[str, Any], items: list[tuple[Any, Origin]]
+    cleaned: dict[str, Any], items: list[tuple[Any, Origin]], removals: Removals
 ) -> list[tuple[Any, Origin]]:
     existing = cleaned.get("instructions")
     if existing is not None and not isinstance(existing, str):
@@ -166,6 +180,13 @@ def _hoist_instructions(
         if text is None:
             break
         texts.append(text)
+        item, origin = items[start]
+        for key in _HOISTED_BOOKKEEPING:
+            if key in item:
+                where = ("input", origin) if isinstance(origin, int) else origin
+                removals.add(
+                    (*where, key), "went with its message, hoisted into instructions", benign=True
+                )
         start += 1
     if start:
         joined = "\n\n".join(text for text in [existing or "", *texts] if text)
@@ -197,6 +218,9 @@ def _input_items(
                 )
                 ns_map.update(carrier_map)
                 carried.extend(flat)
+                for key in item:
+                    if key not in _carrier_keys():
+                        removals.add(("input", index, key), "unknown key")
                 continue
             if kind is not None and kinds is not None and kind not in kinds:
                 removals.add(("input", index), f"unknown input item type {kind!r}")
@@ -210,7 +234,18 @@ def _input_items(
         _hoist_carrier_tools(
             cleaned, carried, model, removals, drop_custom, drop_hosted, hoist_custom
         )
-    return _hoist_instructions(cleaned, located)
+    return _hoist_instructions(cleaned, located, removals)
+
+
+@functools.cache
+def _carrier_keys() -> frozenset[str]:
+    """The keys of an ``additional_tools`` item, per the installed openai SDK: its tools are
+    hoisted, its ``role`` / ``id`` go with the item; any other key is newer than the SDK."""
+    try:
+        from openai.types.responses.response_input_item_param import AdditionalTools
+    except ImportError:  # pragma: no cover - an openai without carrier items
+        return frozenset({"type", "role", "tools", "id"})
+    return frozenset(typing_extensions.get_type_hints(AdditionalTools))
 
 
 def _hoist_carrier_tools(
