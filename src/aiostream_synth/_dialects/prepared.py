@@ -176,6 +176,8 @@ def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
 
 
 _KIND_KEYS = frozenset({"type", "role"})
+#: Errors saying an object is of no kind its union knows (ours, and pydantic's own).
+_KIND_ERRORS = frozenset({"invalid_kind", "union_tag_invalid", "union_tag_not_found"})
 
 
 def _value_at(body: Any, path: Sequence[str | int]) -> Any:
@@ -205,9 +207,7 @@ class _ErrorTree:
         if bare and not (len(bare) == 1 and bare[0] in _KIND_KEYS):
             return False
         kind = self.errors[i]["type"]
-        return not (
-            kind == "invalid_kind" and isinstance(_value_at(self.body, self.paths[i]), dict)
-        )
+        return not (kind in _KIND_ERRORS and isinstance(_value_at(self.body, self.paths[i]), dict))
 
     def pick(self, indexes: list[int], depth: int = 0) -> list[int]:
         """The errors of ``indexes`` (sharing a location up to ``depth``) that the best arm
@@ -253,8 +253,8 @@ def validation_error(
     best = max(chosen, key=lambda i: (len(paths[i]), errors[i]["type"] != "extra_forbidden", -i))
     path = paths[best]
     key = (errors[best].get("ctx") or {}).get("discriminator")
-    if errors[best]["type"] == "invalid_kind" and isinstance(key, str):
-        path = (*path, key)
+    if errors[best]["type"] in _KIND_ERRORS and isinstance(key, str):
+        path = (*path, key.strip("'"))  # pydantic's own quotes the key: "'role'"
     param = format_path(removals.original_path(path)) or None
     first = errors[best]
     more = len(chosen) - 1

@@ -57,16 +57,22 @@ def _rejects_kind(errors: list[tuple[Loc, str]]) -> bool:
     return any(not loc or (len(loc) == 1 and loc[0] in _KIND_KEYS) for loc, _ in errors)
 
 
-def _leaf_arms(arms: dict[str | int, list[tuple[Loc, str]]]) -> list[list[tuple[Loc, str]]]:
+def _leaf_arms(
+    node: Any, arms: dict[str | int, list[tuple[Loc, str]]]
+) -> list[list[tuple[Loc, str]]]:
     """The errors of each innermost arm: an arm that is itself a union (a discriminated one, or
-    the arms of one tag) is opened, so that its arms' keys are judged one by one."""
+    the arms of one tag) is opened, so that its arms' keys are judged one by one. Its errors
+    all start with a label: ours, or the bare tag pydantic's own discriminator writes (never a
+    key of the arm it names, see :mod:`._strict`)."""
     leaves: list[list[tuple[Loc, str]]] = []
     for arm_errors in arms.values():
-        if arm_errors and all(loc and is_arm_label(loc[0]) for loc, _ in arm_errors):
+        if arm_errors and all(
+            loc and (is_arm_label(loc[0]) or not _is_step(node, loc[0])) for loc, _ in arm_errors
+        ):
             nested: dict[str | int, list[tuple[Loc, str]]] = {}
             for loc, kind in arm_errors:
                 nested.setdefault(loc[0], []).append((loc[1:], kind))
-            leaves.extend(_leaf_arms(nested))
+            leaves.extend(_leaf_arms(node, nested))
         else:
             leaves.append(arm_errors)
     return leaves
@@ -109,7 +115,7 @@ def _best_arm(node: Any, arms: dict[str | int, list[tuple[Loc, str]]]) -> list[L
     """The fewest deletions that make one arm valid, pruning only keys no candidate arm knows."""
     known: set[Any] = set()
     if isinstance(node, dict):
-        for arm_errors in _leaf_arms(arms):
+        for arm_errors in _leaf_arms(node, arms):
             if not _rejects_kind(arm_errors):
                 extra = {
                     loc[0]

@@ -42,7 +42,7 @@ from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 import typing_extensions
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
 
 __all__ = ["ARM", "is_arm_label", "list_item_type", "strict_type"]
 
@@ -246,8 +246,15 @@ def _discriminated(dict_arms: list[Any]) -> Any | None:
             for tag in [*tags, *extra]:
                 groups.setdefault(tag, []).append(arm)
         else:
+            if _no_label_clash(groups):
+                # One arm per tag, always present, no tag that is also a key of its arm:
+                # pydantic's own discriminator (in Rust, not a Python call per value) puts the
+                # bare tag in an error's location, where it cannot be read as a key.
+                annotated_: Any = typing.Annotated
+                return annotated_[Union[tuple(dict_arms)], Discriminator(key)]  # noqa: UP007
             tagged = [
-                typing.Annotated[_labelled(group), Tag(ARM + tag)] for tag, group in groups.items()
+                typing.Annotated[_in_order(_labelled(group)), Tag(ARM + tag)]
+                for tag, group in groups.items()
             ]
             expected = ", ".join(repr(tag) for tag in groups if tag not in _SPECIAL_TAGS)
             discriminator = Discriminator(
@@ -259,6 +266,23 @@ def _discriminated(dict_arms: list[Any]) -> Any | None:
             annotated: Any = typing.Annotated
             return annotated[Union[tuple(tagged)], discriminator]  # noqa: UP007
     return None
+
+
+def _no_label_clash(groups: dict[str, list[Any]]) -> bool:
+    if any(tag in _SPECIAL_TAGS or len(group) != 1 for tag, group in groups.items()):
+        return False
+    return all(
+        tag not in typing_extensions.get_type_hints(group[0]) for tag, group in groups.items()
+    )
+
+
+def _in_order(union: Any) -> Any:
+    """The arms of one kind, tried in the SDK's order with the first that fits taken (the
+    request arm before the mirrored response block of the same ``type``): pydantic's smart mode
+    would validate every arm of every text block to pick the best."""
+    if not _is_union(union):
+        return union
+    return typing.Annotated[union, Field(union_mode="left_to_right")]
 
 
 class _Context(dict[str, int | str | float]):

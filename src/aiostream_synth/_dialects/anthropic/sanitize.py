@@ -207,6 +207,13 @@ def _drop_unknown_blocks(folded: _Folded, removals: Removals) -> None:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             continue
+        if all(
+            not isinstance(block, dict)
+            or not isinstance(block.get("type"), str)
+            or block["type"] in known
+            for block in content
+        ):
+            continue  # the usual case: every block is of a known type
         paths = folded.blocks[i] or _block_paths(folded.origins[i], content)
         kept = []
         kept_paths = []
