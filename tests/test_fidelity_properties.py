@@ -22,17 +22,31 @@ import os
 from typing import Any, get_args
 
 import pytest
-from anthropic.types.beta import BetaMessageParam, BetaToolUnionParam
+from anthropic.types.beta import BetaMessage, BetaMessageParam, BetaToolUnionParam
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
 from openai.types.responses import ResponseInputItemParam, ResponseOutputItem, ToolParam
 
-from aiostream_synth import RequestError, prepare_request, synthesize_responses_sse
+from aiostream_synth import (
+    RequestError,
+    prepare_request,
+    synthesize_anthropic_sse,
+    synthesize_chat_completion_sse,
+    synthesize_responses_sse,
+)
 from aiostream_synth._params.removals import format_path
 
 from .sdk_strategies import Typed, typed_paths, value_of
-from .test_sdk_models import _validate_responses
+from .sse_parser import parse
+from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
+from .test_sdk_models import _validate_anthropic, _validate_chat, _validate_responses
 
 #: CI's budget: 60 examples per property, the same ones every run. A longer, random search:
 #: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest tests/test_fidelity_properties.py``.
@@ -219,3 +233,66 @@ def test_every_output_item_kind_streams_valid_full_fidelity_events(item_model: A
         assert _validate_responses(frames)[-1] == "response.completed"
 
     check()
+
+
+def _same_citations(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """No citations is no citations: ``[]`` (what a message may say) and ``null`` (what the
+    SDK's stream helper keeps when no ``citations_delta`` came) alike."""
+    return [
+        {**b, "citations": b.get("citations") or None} if b["type"] == "text" else b for b in blocks
+    ]
+
+
+@settings(
+    max_examples=max(_EXAMPLES, 60),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=not _EXAMPLES,
+)
+@given(value_of(BetaMessage))
+def test_any_sdk_message_streams_valid_events_the_sdk_rebuilds(message: dict[str, Any]) -> None:
+    """Any Message the anthropic SDK's (beta) type declares: every event validates strictly, and
+    the SDK's own stream helper rebuilds every field the message has (issue 38 #11)."""
+    BetaMessage.model_validate(message)
+    frames = "".join(synthesize_anthropic_sse(message, unknown_blocks="passthrough"))
+    _validate_anthropic(frames)
+    _FRAMES.append(frames.encode())
+    with _MOCK_SDK.beta.messages.stream(**REQUEST) as stream:
+        final = stream.get_final_message().model_dump(mode="json")
+    expected = BetaMessage.model_validate(message).model_dump(mode="json")
+    for key in ("diagnostics", "context_management", "container", "stop_details"):
+        assert final[key] == expected[key], key
+    blocks = [b for b in expected["content"] if b["type"] != "text" or b["text"]]
+    assert _same_citations(final["content"]) == _same_citations(blocks or expected["content"][:1])
+    assert final["stop_reason"] == (expected["stop_reason"] or "end_turn")
+
+
+@settings(
+    max_examples=max(_EXAMPLES, 60),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=not _EXAMPLES,
+)
+@given(value_of(ChatCompletion), st.booleans())
+def test_any_sdk_completion_streams_valid_chunks_the_sdk_rebuilds(
+    completion: dict[str, Any], include_usage: bool
+) -> None:
+    """Any ChatCompletion the openai SDK's type declares: every chunk validates strictly and the
+    SDK's stream state rebuilds each choice's content, refusal, finish reason and calls."""
+    ChatCompletion.model_validate(completion)
+    frames = "".join(synthesize_chat_completion_sse(completion, include_usage=include_usage))
+    _validate_chat(frames)
+    if not completion["choices"] and not (include_usage and completion.get("usage")):
+        assert frames == "data: [DONE]\n\n"  # B-C30: the SDK's state has nothing to build
+        return
+    state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+    for event in parse(frames)[:-1]:
+        state.handle_chunk(ChatCompletionChunk.construct(**event.json()))
+    final = state.current_completion_snapshot
+    assert len(final.choices) == len(completion["choices"])
+    for got, want in zip(final.choices, completion["choices"], strict=True):
+        message = want["message"]
+        assert got.finish_reason == want["finish_reason"]
+        assert (got.message.content or None) == (message.get("content") or None)
+        assert (got.message.refusal or None) == (message.get("refusal") or None)
+        assert len(got.message.tool_calls or ()) == len(message.get("tool_calls") or ())
