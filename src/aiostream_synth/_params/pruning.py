@@ -8,9 +8,10 @@ therefore walks the body and the error locations together:
 * a part that is one of our arm labels (:data:`._strict.ARM`-prefixed, never a key) opens a
   union, even where the body has a key of the same name (a ``text`` part's ``text``);
 * a location part that exists in the body (a dict key, an in-range list index) is followed;
-* any other part is an arm label (a caller model's): the errors under one union are grouped by arm. An arm that
-  rejects the object's kind (a type mismatch at the object itself, or a wrong ``type`` /
-  ``role``) is not a candidate. A key may be pruned only when no candidate arm declares it, and
+* any other part is an arm label (a caller model's, or the bare tag of pydantic's own
+  discriminator): the errors under one union are grouped by arm. An arm that rejects the
+  object's kind (a type mismatch at the object itself, or a wrong ``type`` / ``role``) is not
+  a candidate. A key may be pruned only when no candidate arm declares it, and
   of the arms whose errors are all such keys, the one with the fewest is chosen; if no arm can
   be fixed that way, nothing under that union is pruned and the error stands.
 

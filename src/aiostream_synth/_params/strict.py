@@ -232,9 +232,11 @@ def _discriminator(key: str) -> Callable[[Any], str | None]:
 def _discriminated(dict_arms: list[Any]) -> Any | None:
     """The arms as a union discriminated on ``type`` (or else ``role``), if they allow it.
 
-    The discriminator is always our tag function, whose tags are :data:`ARM`-prefixed:
-    pydantic's own puts the bare tag in an error's location (``content.0.text.text``), where
-    it reads like the key of the same name."""
+    Where a tag is also a key of its arm (a ``text`` part has a key ``text``), where one tag
+    has several arms, or where the key may be absent or null, the discriminator is our tag
+    function, whose tags are :data:`ARM`-prefixed: pydantic's own puts the bare tag in an
+    error's location (``content.0.text.text``), where it would read like the key. Elsewhere
+    (chat messages by ``role``) pydantic's own is kept: it runs in Rust."""
     for key in _DISCRIMINATOR_KEYS:
         groups: dict[str, list[Any]] = {}
         for arm in dict_arms:
