@@ -25,7 +25,7 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 
 from .sse_parser import parse
 from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
-from .test_sdk_models import _validate_anthropic, _validate_responses
+from .test_sdk_models import _result, _validate_anthropic, _validate_responses
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 RESPONSES: dict[str, Any] = {"model": "m", "input": "hi"}
@@ -475,17 +475,7 @@ def test_a_trailing_thinking_only_turn_is_reported() -> None:
     ],
 )
 def test_an_item_whose_status_lacks_in_progress_is_added_with_its_own(item: dict[str, Any]) -> None:
-    result = {
-        "id": "resp_1",
-        "object": "response",
-        "created_at": 1,
-        "model": "m",
-        "status": "completed",
-        "output": [item],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
+    result = _result([item], "completed", {}, None)
     frames = "".join(synthesize_responses_sse(result, fidelity="full"))
     _validate_responses(frames)
     added = next(e.json() for e in parse(frames) if e.event == "response.output_item.added")

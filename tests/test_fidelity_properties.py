@@ -46,7 +46,7 @@ from aiostream_synth._params.removals import format_path
 from .sdk_strategies import Typed, typed_paths, value_of
 from .sse_parser import parse
 from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
-from .test_sdk_models import _validate_anthropic, _validate_chat, _validate_responses
+from .test_sdk_models import _result, _validate_anthropic, _validate_chat, _validate_responses
 
 #: CI's budget: 60 examples per property, the same ones every run. A longer, random search:
 #: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest tests/test_fidelity_properties.py``.
@@ -213,22 +213,15 @@ def test_every_output_item_kind_streams_valid_full_fidelity_events(item_model: A
     must be one its type takes)."""
 
     @settings(
-        max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+        max_examples=max(_EXAMPLES // 4, 15),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=not _EXAMPLES,
     )
     @given(value_of(item_model))
     def check(item: dict[str, Any]) -> None:
         item_model.model_validate(item)  # the strategy draws what the SDK accepts
-        result = {
-            "id": "resp_1",
-            "object": "response",
-            "created_at": 1,
-            "model": "m",
-            "status": "completed",
-            "output": [item],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-        }
+        result = _result([item], "completed", {}, None)
         frames = "".join(synthesize_responses_sse(result, fidelity="full", delta_chars=3))
         assert _validate_responses(frames)[-1] == "response.completed"
 
