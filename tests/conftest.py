@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# Imported before any test can import trio: trio registers its PRNG with hypothesis when
+# hypothesis is imported after it, which warns (an error under our filterwarnings) if that
+# happens as late as pytest's terminal summary (a run of test modules without hypothesis).
+import hypothesis  # noqa: F401
 import pytest
 
 

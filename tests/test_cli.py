@@ -116,8 +116,9 @@ def test_upstream_api_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     assert config.upstream_api == "chat"
     assert config.bridge_options().reasoning_placeholder == " "
     monkeypatch.setenv("AIOSTREAM_SYNTH_UPSTREAM_API", "chatt")
-    with pytest.raises(SystemExit):
-        _parser().parse_args(["serve"])
+    with pytest.raises(SystemExit) as caught:
+        main(["serve"])
+    assert caught.value.code == 2
 
 
 def test_serve_logs_records_without_the_fields_its_format_never_shows(
@@ -220,3 +221,103 @@ def test_http_options_a_server_does_not_apply_are_named() -> None:
     assert unapplied_options(config("--loop", "trio", "--http-write-timeout-s", "9")) == [
         "http_write_timeout_s"
     ]
+
+
+# -- issue 37: values no server can run with are errors at startup, in one line -----------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--port", "99999"], "port must be from 0 (any free port) to 65535"),
+        (["--port", "-1"], "port must be"),
+        (["--keepalive-s", "0"], "keepalive_s must be a positive number"),
+        (["--keepalive-s", "-1"], "keepalive_s must be a positive number"),
+        (["--keepalive-s", "inf"], "keepalive_s must be a positive number"),
+        (["--connect-timeout", "0"], "connect_timeout must be a positive number"),
+        (["--max-body-bytes", "-5"], "max_body_bytes must be an integer of at least 1"),
+        (["--timeout", "-3"], "timeout must be a positive number of seconds or None"),
+        (["--read-timeout", "-1"], "read_timeout must be"),
+        (["--workers", "0"], "workers must be an integer of at least 1"),
+        (["--upstream-retries", "-1"], "upstream_retries must be an integer of at least 0"),
+        (["--coalesce-window", "-1"], "coalesce_window must be a number of seconds, 0 or more"),
+        (["--coalesce-linger", "-0.5"], "coalesce_linger must be"),
+        (["--drain-timeout", "-1"], "drain_timeout must be"),
+        (["--upstream-max-connections", "-2"], "upstream_max_connections must be at least 1"),
+        (["--upstream", "127.0.0.1:8001/v1"], "upstream must be an http:// or https:// URL"),
+        (["--upstream", "ftp://host/v1"], "upstream must be an http:// or https:// URL"),
+    ],
+)
+def test_a_value_out_of_range_is_an_error_naming_the_option(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", *argv])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err
+    assert "Traceback" not in err
+
+
+def test_zero_still_means_no_limit_where_none_is_allowed() -> None:
+    args = _parser().parse_args(["serve", "--timeout", "0", "--port", "0"])
+    config = config_from_args(args)
+    assert (config.timeout, config.port) == (None, 0)
+
+
+def test_a_bad_environment_value_names_its_variable_and_help_still_works(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AIOSTREAM_SYNTH_KEEPALIVE_S", "abc")
+    monkeypatch.setenv("AIOSTREAM_SYNTH_DROP_CUSTOM_TOOLS", "maybe")
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--help"])
+    assert caught.value.code == 0
+    assert "--keepalive-s" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--keepalive-s", "1"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "AIOSTREAM_SYNTH_DROP_CUSTOM_TOOLS='maybe'" in err
+    monkeypatch.delenv("AIOSTREAM_SYNTH_DROP_CUSTOM_TOOLS")
+    with pytest.raises(SystemExit):
+        main(["serve"])
+    assert (
+        "invalid float value: 'abc' (from AIOSTREAM_SYNTH_KEEPALIVE_S)" in capsys.readouterr().err
+    )
+    # A flag on the command line wins over the variable, bad or not.
+    args = _parser().parse_args(["serve", "--keepalive-s", "3"])
+    assert config_from_args(args).keepalive_s == 3
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.strip() == f"aiostream-synth {version('aiostream-synth')}"
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--log-level", "error"]) == 1
+    err = capsys.readouterr().err
+    assert f"aiostream-synth: cannot serve on 127.0.0.1:{port}:" in err
+    assert "in use" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--keepalive", "0"], ["--delay", "-1"], ["--delay", "nan"]])
+def test_demo_values_out_of_range_are_errors(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["demo", *argv])
+    assert caught.value.code == 2
+    assert "demo: --delay must be" in capsys.readouterr().err

@@ -49,7 +49,7 @@ from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
 from .test_sdk_models import _result, _validate_anthropic, _validate_chat, _validate_responses
 
 #: CI's budget: 60 examples per property, the same ones every run. A longer, random search:
-#: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest tests/test_fidelity_properties.py``.
+#: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest --timeout 0 tests/test_fidelity_properties.py``.
 _EXAMPLES = int(os.environ.get("AIOSTREAM_SYNTH_PROPERTY_EXAMPLES", "0"))
 SETTINGS = settings(
     max_examples=_EXAMPLES or 60,

@@ -24,7 +24,9 @@ import contextvars
 import hmac
 import json
 import logging
+import math
 import time
+import urllib.parse
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -64,6 +66,19 @@ from aiostream_synth._wire.errors import RequestError
 from aiostream_synth._wire.failures import classify_failure
 
 __all__ = ["ProxyApp", "ProxyConfig"]
+
+
+def _check_seconds(name: str, value: object, *, positive: bool, none: str = "") -> None:
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+    ):
+        return
+    allowed = "a positive number of seconds" if positive else "a number of seconds, 0 or more"
+    raise ValueError(f"{name} must be {allowed}{f' or {none}' if none else ''}, not {value!r}")
+
 
 LOG = logging.getLogger("aiostream_synth.proxy")
 
@@ -155,6 +170,39 @@ class ProxyConfig:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """Refuse values no server can run with (issue 37): each error names the option and
+        the range it takes."""
+        if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
+            raise ValueError(f"port must be from 0 (any free port) to 65535, not {self.port!r}")
+        for name in ("keepalive_s", "connect_timeout"):
+            _check_seconds(name, getattr(self, name), positive=True)
+        for name in ("timeout", "read_timeout", "anthropic_event_keepalive_s"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_seconds(
+                    name, value, positive=True, none="None (no limit; 0 on the command line)"
+                )
+        for name in ("coalesce_linger", "coalesce_window", "drain_timeout"):
+            _check_seconds(name, getattr(self, name), positive=False)
+        for name, least in (("upstream_retries", 0), ("max_body_bytes", 1), ("workers", 1)):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= least):
+                raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+        if self.upstream_max_connections is not None and self.upstream_max_connections < 1:
+            raise ValueError(
+                "upstream_max_connections must be at least 1 (or None: no cap), "
+                f"not {self.upstream_max_connections}"
+            )
+        if self.upstream is not None:
+            parsed = urllib.parse.urlsplit(self.upstream)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ValueError(
+                    f"upstream must be an http:// or https:// URL with a host "
+                    f"(http://127.0.0.1:8001/v1), not {self.upstream!r}"
+                )
 
     def bridge_options(self) -> BridgeOptions:
         """The bridge options ``bridge_profile`` and ``bridge_config`` describe (``ValueError``

@@ -31,7 +31,7 @@ _BOOL_FIELDS = (
     "hoist_carrier_custom_tools",
     "allow_unchecked_auto_mode",
 )
-#: Options that may be None: their number type, and 0 (or less) on the command line means None.
+#: Options that may be None: their number type, and 0 on the command line means None.
 _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "timeout": float,
     "read_timeout": float,
@@ -102,15 +102,49 @@ def _env(name: str) -> str | None:
     return os.environ.get(_ENV_PREFIX + name.upper())
 
 
-def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _typed(kind: Any, name: str, env: str | None) -> Any:
+    """``kind`` as an argparse type whose error names the variable a bad value came from."""
+    if kind is str:
+        return str
+
+    def convert(value: str) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            where = f" (from {_ENV_PREFIX}{name.upper()})" if value == env else ""
+            raise argparse.ArgumentTypeError(
+                f"invalid {kind.__name__} value: {value!r}{where}"
+            ) from None
+
+    convert.__name__ = kind.__name__
+    return convert
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Add every ``ProxyConfig`` field as an option; return the problems of the environment's
+    values, for :func:`main` to report after parsing (so that ``--help`` always works)."""
     defaults = ProxyConfig()
+    problems: list[str] = []
     for f in dataclasses.fields(ProxyConfig):
         flag = "--" + f.name.replace("_", "-")
         env = _env(f.name)
         default = getattr(defaults, f.name)
         help_text = f"{_HELP.get(f.name, '')} [env {_ENV_PREFIX}{f.name.upper()}]"
         if f.name in _BOOL_FIELDS:
-            value = default if env is None else env.lower() in ("1", "true", "yes", "on")
+            value = default
+            if env is not None and env.lower() in _TRUE:
+                value = True
+            elif env is not None and env.lower() in _FALSE:
+                value = False
+            elif env is not None:
+                problems.append(
+                    f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of "
+                    f"{', '.join(_TRUE)} or {', '.join(v for v in _FALSE if v)}"
+                )
             parser.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=value, help=help_text
             )
@@ -118,23 +152,26 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
         kind: Any = _OPTIONAL_NUMBERS.get(f.name) or (type(default) if default is not None else str)
         choices = _CHOICES.get(f.name)
         if env is not None and choices is not None and env not in choices:
-            parser.error(
+            problems.append(
                 f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of {', '.join(choices)}"
             )
+            env = None
         parser.add_argument(
             flag,
-            type=kind,
-            default=kind(env) if env is not None else default,
+            # A string default is converted by argparse only when the flag is not given.
+            type=_typed(kind, f.name, env),
+            default=env if env is not None else default,
             choices=choices,
             help=help_text,
         )
+    return problems
 
 
 def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
     for name in _OPTIONAL_NUMBERS:
-        if values[name] is not None and values[name] <= 0:
-            values[name] = None
+        if values[name] == 0:
+            values[name] = None  # a negative one is refused by ProxyConfig, naming it
     if values["upstream_api_key"] is None and values["upstream"]:
         values["upstream_api_key"] = os.environ.get("OPENAI_API_KEY")
     config = ProxyConfig(**values)
@@ -148,11 +185,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve streaming clients (OpenAI and Anthropic dialects) from a backend that only answers non-streaming.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="run the proxy", description=__doc__, allow_abbrev=False
     )
-    _add_serve_options(serve)
+    parser.set_defaults(env_problems=_add_serve_options(serve))
     demo = commands.add_parser(
         "demo", help="start the proxy and stream a slow turn in each dialect", allow_abbrev=False
     )
@@ -178,10 +216,21 @@ def skip_unused_record_fields() -> None:
         logging.logAsyncioTasks = False
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiostream-synth")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree, not installed
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
+        if args.env_problems:
+            parser.error("; ".join(args.env_problems))
         try:
             config = config_from_args(args)
         except ValueError as exc:
@@ -195,8 +244,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 logging.getLogger(name).setLevel(logging.WARNING)
         from aiostream_synth._proxy.serve import run
 
-        run(config)
+        try:
+            run(config)
+        except OSError as exc:  # the port is taken, the host is no address of ours...
+            reason = exc.strerror or str(exc)
+            print(
+                f"aiostream-synth: cannot serve on {config.host}:{config.port}: {reason}",
+                file=sys.stderr,
+            )
+            return 1
         return 0
+    if not (args.delay >= 0 and args.keepalive > 0):
+        parser.error("demo: --delay must be 0 or more seconds and --keepalive more than 0")
     return _demo(args.delay, args.keepalive)
 
 
