@@ -641,7 +641,11 @@ async def test_the_sse_starlette_adapter_serves_messages_and_count_tokens() -> N
         counted = await client.messages.count_tokens(model="m", messages=REQUEST["messages"])
     assert final.model_dump(exclude_none=True)["content"] == backend.answer["content"]
     assert counted.input_tokens == estimate_input_tokens(REQUEST)["input_tokens"]
-    failing = Starlette(routes=synthesizing_routes(MessagesBackend(error=ValueError("bad"))))
+
+    class Failed(Exception):
+        status_code = 500
+
+    failing = Starlette(routes=synthesizing_routes(MessagesBackend(error=Failed("bad"))))
     async with sdk_http.AsyncClient(
         transport=sdk_http.ASGITransport(app=failing), base_url="http://t"
     ) as http:

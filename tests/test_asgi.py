@@ -21,6 +21,7 @@ from aiostream_synth import (
     SynthesizingApp,
 )
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE
 from aiostream_synth.starlette import synthesizing_routes
 
 from .asgi_client import Lifespan, OneRequest
@@ -231,22 +232,31 @@ async def test_failure_before_commit_is_a_real_http_error(make_app: Any) -> None
             )
 
 
-async def test_failure_after_commit_is_a_terminal_event(make_app: Any) -> None:
-    """A late failure: error + response.failed for Responses; an error frame the SDK raises on for chat."""
-    backend = FakeBackend(delay=K * 2.5, error=RuntimeError("backend exploded"))
+async def test_failure_after_commit_is_a_terminal_event(
+    make_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A late failure: error + response.failed for Responses; an error frame the SDK raises on
+    for chat. A bug in the backend (an exception that reports nothing) is logged with its
+    traceback and its text never reaches the client (issue 37)."""
+    backend = FakeBackend(delay=K * 2.5, error=RuntimeError("backend exploded: secret=abc"))
     async with _client(make_app(backend)) as http:
         response = await http.post("/v1/responses", json=RESPONSES_BODY)
         assert response.status_code == 200
         events = [e.json() for e in parse(response.content)]
         assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
-        assert events[-1]["response"]["error"]["message"] == "backend exploded"
+        assert events[-1]["response"]["error"]["message"] == INTERNAL_ERROR_MESSAGE
+        assert b"secret" not in response.content
         stream = await _sdk(http).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}], stream=True
         )
         async with stream:
-            with pytest.raises(openai.APIError, match="backend exploded"):
+            with pytest.raises(openai.APIError, match="internal error"):
                 async for _ in stream:
                     pass
+    logged = [r for r in caplog.records if r.name == "aiostream_synth.backend"]
+    assert logged
+    assert all(r.levelname == "ERROR" and r.exc_info for r in logged)
+    assert "backend exploded: secret=abc" in caplog.text
 
 
 @pytest.mark.parametrize(

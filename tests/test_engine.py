@@ -193,12 +193,18 @@ async def test_failure_after_commit_is_a_terminal_event() -> None:
     assert b"[DONE]" not in b"".join(frames)
 
 
+class _Reported(Exception):
+    """A failure the backend reports (a status), whose text the client is told."""
+
+    status_code = 500
+
+
 @pytest.mark.parametrize("committed", [False, True], ids=["before commit", "after commit"])
 async def test_a_message_utf8_cannot_carry_still_ends_cleanly(committed: bool) -> None:
     """An exception message with a lone surrogate (built from undecodable bytes) still gives
     the terminal event or the HTTP error, the surrogate replaced, in both dialects."""
     for dialect in (ResponsesDialect(), ChatDialect()):
-        gate = Gate(error=RuntimeError("bad \udcff byte"))
+        gate = Gate(error=_Reported("bad \udcff byte"))
         with anyio.fail_after(10):
             async with SynthesizedStream(gate, dialect, keepalive_interval=INTERVAL) as stream:
                 if committed:

@@ -9,6 +9,7 @@ import pytest
 
 from aiostream_synth import Failure, classify_failure
 from aiostream_synth._proxy.upstream import sdk_http_module
+from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE, log_internal
 
 #: The HTTP library the installed openai SDK is built on (httpx2, or httpx before it).
 sdk_http = sdk_http_module(openai.DefaultAsyncHttpxClient)
@@ -98,4 +99,38 @@ def test_the_error_body_is_openai_shaped() -> None:
 
 def test_a_message_json_cannot_carry_is_made_wire_safe() -> None:
     """A lone surrogate (undecodable upstream bytes) becomes U+FFFD, so a terminal event exists."""
-    assert classify_failure(ValueError("bad \ud800 byte")).message == "bad \ufffd byte"
+
+    class Reported(Exception):
+        status_code = 502
+
+    assert classify_failure(Reported("bad \ud800 byte")).message == "bad \ufffd byte"
+
+
+@pytest.mark.parametrize(
+    "exc", [KeyError("k"), ZeroDivisionError("division by zero"), RuntimeError("secret=abc")]
+)
+def test_a_bug_in_the_backend_is_an_internal_error_whose_text_stays_in_the_log(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    failure = classify_failure(exc)
+    assert (failure.status_code, failure.code, failure.internal) == (500, "server_error", True)
+    assert failure.message == INTERNAL_ERROR_MESSAGE
+    assert log_internal(failure, exc) is failure
+    assert caplog.records[-1].exc_info is not None
+    assert caplog.records[-1].exc_info[1] is exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TimeoutError("read timed out"),
+        ConnectionRefusedError("refused"),
+        ValueError("This model's maximum context length is 8192 tokens"),
+    ],
+)
+def test_a_report_keeps_its_text(exc: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    failure = classify_failure(exc)
+    assert not failure.internal
+    assert str(exc) in failure.message
+    log_internal(failure, exc)
+    assert not caplog.records

@@ -34,7 +34,7 @@ from aiostream_synth._dialects.base import DialectStream, StreamDialect
 from aiostream_synth._engine.tasks import Cancellable, TaskStarter, raise_collapsed
 from aiostream_synth._engine.tick import TickWait
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
-from aiostream_synth._wire.failures import Failure, classify_failure
+from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
 
 __all__ = [
     "Backend",
@@ -404,4 +404,4 @@ class SynthesizedStream:
     def _classify(error: Exception) -> Failure:
         if isinstance(error, InvalidResultError):
             return Failure(502, "server_error", f"the backend returned an invalid result: {error}")
-        return classify_failure(error)
+        return log_internal(classify_failure(error), error)

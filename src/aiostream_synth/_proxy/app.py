@@ -63,7 +63,7 @@ from aiostream_synth._serving.asgi import (
     send_json,
 )
 from aiostream_synth._wire.errors import RequestError
-from aiostream_synth._wire.failures import classify_failure
+from aiostream_synth._wire.failures import classify_failure, log_internal
 
 __all__ = ["ProxyApp", "ProxyConfig"]
 
@@ -471,7 +471,7 @@ class ProxyApp:
         try:
             listing = await self.upstream.models(request_headers(scope))
         except Exception as exc:  # upstream failure: its status, OpenAI's shape
-            failure = classify_failure(exc)
+            failure = log_internal(classify_failure(exc), exc)
             await send_json(send, failure.status_code, failure.body())
             return
         await send_json(send, 200, listing)

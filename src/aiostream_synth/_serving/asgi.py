@@ -71,7 +71,7 @@ from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
-from aiostream_synth._wire.failures import Failure, classify_failure
+from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
 from aiostream_synth._wire.json import dumps
 
 __all__ = [
@@ -333,7 +333,7 @@ async def run_backend_once(
         failure = (
             Failure(502, "server_error", f"the backend returned an invalid result: {exc}")
             if isinstance(exc, InvalidResultError)
-            else classify_failure(exc)
+            else log_internal(classify_failure(exc), exc)
         )
         return spec.error_response(
             failure.status_code, failure.message, code=failure.code, type=failure.type

@@ -10,6 +10,14 @@ bridge.md §2.9). The upstream's own message is kept in every case.
 * a timeout → ``server_error`` with a timeout message (504); a connection error → 502;
 * anything else → ``server_error``; the upstream HTTP status is kept when it has one (else 500).
 
+An exception that is no report at all — no error status, no timeout, no context overflow in
+its text, not raised by the
+transport or an SDK (``OSError``, ``httpx``, ``openai``, ``anthropic``...), not ours — is a bug in
+the backend function (a ``KeyError``, a ``ZeroDivisionError``): its text never reaches the
+client (it may hold anything), which is told of an internal error; :func:`log_internal` logs it
+with its traceback. A backend that means to tell the client something raises an exception with a
+``status_code`` (or :class:`~aiostream_synth.BackendError`).
+
 The status is read from ``status_code`` (openai's ``APIStatusError``), ``status``, or
 ``response.status_code`` (httpx's ``HTTPStatusError``); only an error status (400-599) counts:
 a failure carrying a 1xx, 2xx or 3xx is a 500, never an answer's final status. Cancellation is never classified: the
@@ -19,10 +27,31 @@ so a failure always becomes a terminal event.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Failure", "classify_failure"]
+__all__ = ["INTERNAL_ERROR_MESSAGE", "Failure", "classify_failure", "log_internal"]
+
+LOG = logging.getLogger("aiostream_synth.backend")
+
+#: What the client is told of a bug in the backend function (its text stays in the log).
+INTERNAL_ERROR_MESSAGE = "The backend failed with an internal error; the server logged it."
+#: Packages whose exceptions report a failure of the transport or the upstream (their text is
+#: meant to be read): the HTTP clients, the SDKs, ours.
+_REPORTING_PACKAGES = frozenset(
+    {
+        "openai",
+        "anthropic",
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "h11",
+        "h2",
+        "aiohttp",
+        "aiostream_synth",
+    }
+)
 
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
@@ -47,6 +76,8 @@ class Failure:
     status_code: int
     code: str
     message: str
+    #: A bug in the backend function, not a failure it reported (see the module docstring).
+    internal: bool = False
 
     @property
     def type(self) -> str:
@@ -116,6 +147,24 @@ def _is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
 
 
+def _is_report(exc: BaseException) -> bool:
+    if isinstance(exc, OSError | TimeoutError) or _is_timeout(exc):
+        return True
+    return type(exc).__module__.partition(".")[0] in _REPORTING_PACKAGES
+
+
+def log_internal(failure: Failure, exc: BaseException) -> Failure:
+    """Log ``exc`` with its traceback when ``failure`` says it was a bug; return ``failure``."""
+    if failure.internal:
+        LOG.error(
+            "the backend raised %s: a bug in it (a failure to report to the client is an "
+            "exception with a status_code)",
+            type(exc).__name__,
+            exc_info=exc,
+        )
+    return failure
+
+
 def classify_failure(exc: BaseException) -> Failure:
     """Map a backend exception to the status, code and message clients should see."""
     status = _status(exc)
@@ -123,10 +172,12 @@ def classify_failure(exc: BaseException) -> Failure:
     lowered = message.lower()
     if _upstream_code(exc) == "context_length_exceeded" or any(
         m in lowered for m in _CONTEXT_MARKERS
-    ):
+    ):  # also from an in-process engine (vLLM raises a ValueError for a prompt too long)
         return Failure(
             status if status and 400 <= status < 500 else 400, "context_length_exceeded", message
         )
+    if status is None and not _is_report(exc) and not _error_object(exc):
+        return Failure(500, "server_error", INTERNAL_ERROR_MESSAGE, internal=True)
     if status == 429:
         return Failure(429, "rate_limit_exceeded", message)
     if status is not None and 400 <= status < 500 and status not in _RETRYABLE_4XX:
