@@ -362,6 +362,8 @@ async def test_a_failure_after_commit_is_one_error_event() -> None:
         (404, "not_found_error", "false"),
         (429, "rate_limit_error", "true"),
         (500, "api_error", "false"),
+        (502, "api_error", "true"),  # an upstream that could not be reached: transient (#37)
+        (503, "api_error", "true"),
         (529, "overloaded_error", "true"),
     ],
 )

@@ -806,3 +806,37 @@ async def test_a_waiting_stream_keeps_none_of_the_bytes_it_sent() -> None:
                 refs = sys.getrefcount(bodies[-1])
                 assert refs == 2
             group.cancel_scope.cancel()
+
+
+# -- issue 37: error shapes --------------------------------------------------------------------
+
+
+async def test_a_401_on_a_dialect_path_is_in_that_dialects_shape() -> None:
+    """Claude Code reads Anthropic's error body and its request-id; OpenAI clients OpenAI's."""
+    async with _http(_proxy(api_key="k")) as http:
+        messages = await http.post("/v1/messages", json={})
+        chat = await http.post("/v1/chat/completions", json={})
+        other = await http.get("/v1/models")
+    assert messages.status_code == chat.status_code == other.status_code == 401
+    assert messages.json()["error"]["type"] == "authentication_error"
+    assert messages.headers["request-id"] == messages.json()["request_id"]
+    assert messages.headers["x-should-retry"] == "false"
+    assert chat.json()["error"]["code"] == "invalid_api_key"
+    assert other.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("POST", "/healthz", "GET"),
+        ("POST", "/metrics", "GET"),
+        ("DELETE", "/v1/models", "GET"),
+        ("GET", "/v1/responses", "POST"),
+        ("GET", "/v1/messages", "POST"),
+    ],
+)
+async def test_a_405_says_which_method_is_allowed(method: str, path: str, allow: str) -> None:
+    async with _http(_proxy()) as http:
+        response = await http.request(method, path)
+    assert response.status_code == 405
+    assert response.headers["allow"] == allow

@@ -81,6 +81,8 @@ def _check_seconds(name: str, value: object, *, positive: bool, none: str = "") 
 
 
 LOG = logging.getLogger("aiostream_synth.proxy")
+#: The proxy's own GET endpoints (another method on them is a 405 naming GET).
+_GET_ONLY = frozenset({"/healthz", "/metrics", "/v1/models", "/models"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -414,6 +416,10 @@ class ProxyApp:
             return
         path = scope["path"].rstrip("/") or "/"
         method = scope["method"]
+        if path in _GET_ONLY and method != "GET":
+            error = RequestError(405, "Use GET.", code="method_not_allowed")
+            await send_json(send, 405, error.body, [(b"allow", b"GET")])
+            return
         if method == "GET" and path == "/healthz":
             await send_json(
                 send, 200, {"status": "shutting down" if self.shutdown.closing else "ok"}
@@ -431,8 +437,19 @@ class ProxyApp:
             await send({"type": "http.response.body", "body": body})
             return
         if not self._authorized(scope):
-            error = RequestError(401, "Incorrect API key provided.", code="invalid_api_key")
-            await send_json(send, 401, error.body)
+            spec = self.synth.routes.get(path)
+            if spec is None:
+                error = RequestError(401, "Incorrect API key provided.", code="invalid_api_key")
+                await send_json(send, 401, error.body)
+                return
+            # On a dialect's path, in its shape (Anthropic's, with request-id, for Claude Code).
+            answer = spec.error_response(401, "Incorrect API key provided.", code="invalid_api_key")
+            await send_json(
+                send,
+                401,
+                answer.body,
+                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()],
+            )
             return
         if method == "GET" and path in ("/v1/models", "/models"):
             await self._models(scope, send)

@@ -715,7 +715,9 @@ class SynthesizingApp:
             return
         if scope["method"] != "POST":
             error = spec.error_response(405, "Use POST.", code="method_not_allowed")
-            await send_json(send, 405, error.body, _header_pairs(error.headers))
+            await send_json(
+                send, 405, error.body, _header_pairs({**error.headers, "allow": "POST"})
+            )
             return
         await self.handle(spec, scope, receive, send)
 

@@ -37,8 +37,9 @@ _BY_STATUS = {
     504: "timeout_error",
     529: "overloaded_error",
 }
-#: Statuses a client may usefully retry: a rate limit, an overload.
-_RETRYABLE = frozenset({429, 529})
+#: Statuses a client may usefully retry: a rate limit, an overload, an upstream that could not
+#: be reached or was unavailable for a moment (502, 503).
+_RETRYABLE = frozenset({429, 502, 503, 529})
 
 
 def new_request_id() -> str:
