@@ -496,3 +496,31 @@ def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
     assert " forwarded_for=203.0.113.7 " in line  # logged as sent; the client stays the peer
     assert "outcome=completed status=200" in line
     assert not [line for line in lines if "/healthz" in line]  # no access lines at all
+
+
+def test_trio_logs_in_our_format_says_which_server_and_its_shutdown() -> None:
+    """``--loop trio`` (issue 37): no ``--- Logging error ---`` (hypercorn's own handler
+    printed a process id serve does not collect), each line once, a word that hypercorn serves
+    it, and the proxy's shutdown line."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiostream_synth", "serve", "--port", str(port), "--loop", "trio"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_until_healthy(process, f"http://127.0.0.1:{port}")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait() == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        assert process.stderr is not None
+        err = process.stderr.read().decode()
+        process.stderr.close()
+    assert "Logging error" not in err
+    assert "served by hypercorn's trio worker" in err
+    assert "shutdown: drained" in err
+    running = [line for line in err.splitlines() if "Running on" in line]
+    assert len(running) == 1
+    assert " INFO hypercorn.error Running on" in running[0]

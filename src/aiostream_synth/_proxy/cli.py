@@ -237,13 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
         logging.basicConfig(level=config.log_level.upper(), format=LOG_FORMAT)
         skip_unused_record_fields()
+        from aiostream_synth._proxy.serve import run
+
         # One line per request is ours; the HTTP client's own per-call INFO line would double
         # the logging of every upstream call (shown with --log-level debug).
         if logging.getLevelName(config.log_level.upper()) > logging.DEBUG:
             for name in ("httpx", "httpx2", "httpcore"):
                 logging.getLogger(name).setLevel(logging.WARNING)
-        from aiostream_synth._proxy.serve import run
-
         try:
             run(config)
         except OSError as exc:  # the port is taken, the host is no address of ours...

@@ -127,6 +127,9 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
     hc = Config()
     hc.bind = [f"{config.host}:{config.port}"]
     hc.loglevel = config.log_level.upper()
+    # Its records through our handler and format (its own handler prints the process id, which
+    # serve does not collect, and doubled every line).
+    hc.errorlog = logging.getLogger("hypercorn.error")
     hc.graceful_timeout = 5
     hc.keep_alive_timeout = config.http_keep_alive_s
     hc.backlog = _BACKLOG
@@ -138,7 +141,7 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
                     break
-            await app.shutdown.shutdown(config.drain_timeout)
+            await _drain_streams(app, config)
 
         trio.run(functools.partial(trio_serve, app, hc, shutdown_trigger=trio_trigger))  # type: ignore[arg-type]
         return
@@ -152,7 +155,7 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
 
         async def trigger() -> None:
             await stop.wait()
-            await app.shutdown.shutdown(config.drain_timeout)
+            await _drain_streams(app, config)
 
         await asyncio_serve(app, hc, shutdown_trigger=trigger)  # type: ignore[arg-type]
 
@@ -290,7 +293,7 @@ def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
     app = ProxyApp(config)
     _warm_up()
     _tune_garbage_collector()
-    if config.server == "hypercorn" or config.loop == "trio":
+    if effective_server(config) == "hypercorn":
         _hypercorn(app, config)
     elif config.server == "granian":
         _granian(app, config)
@@ -331,10 +334,16 @@ _APPLIED = {
 }
 
 
+def effective_server(config: ProxyConfig) -> str:
+    """The server that runs: ``config.server``, except that ``--loop trio`` runs hypercorn's
+    trio worker (the only one of ours with a trio mode)."""
+    return "hypercorn" if config.loop == "trio" else config.server
+
+
 def unapplied_options(config: ProxyConfig) -> list[str]:
     """The HTTP options set away from their defaults that ``config.server`` does not apply
     (``--loop trio`` runs hypercorn)."""
-    server = "hypercorn" if config.loop == "trio" else config.server
+    server = effective_server(config)
     defaults = ProxyConfig()
     return [
         name
@@ -345,8 +354,11 @@ def unapplied_options(config: ProxyConfig) -> list[str]:
 
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
+    server = effective_server(config)
+    if server != config.server:
+        log = LOG.info if config.server == "lean" else LOG.warning  # lean: the default
+        log("--loop trio: served by hypercorn's trio worker, not %s (asyncio only)", config.server)
     for name in unapplied_options(config):
-        server = "hypercorn" if config.loop == "trio" else config.server
         LOG.warning("--%s is not applied by %s (lean applies it)", name.replace("_", "-"), server)
     limit = _raise_open_files_limit()
     if limit is not None and config.upstream:
