@@ -840,3 +840,24 @@ async def test_a_405_says_which_method_is_allowed(method: str, path: str, allow:
         response = await http.request(method, path)
     assert response.status_code == 405
     assert response.headers["allow"] == allow
+
+
+async def test_a_refused_or_failed_request_logs_why(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 37: a refused request's line does not claim stream=false (preparation never read
+    it) and says why; a failure is a WARNING with the message the client got."""
+    caplog.set_level(logging.INFO, "aiostream_synth")
+    async with _http(_proxy()) as http:
+        await http.post("/v1/responses", json=_responses("x", temperature="hot"))
+        await http.post("/v1/chat/completions", json=_chat("[error:502]"))
+        await http.post("/v1/responses", json=_responses("[delay:0.1] [error:503]"))
+    records = [r for r in caplog.records if r.getMessage().startswith("request ")]
+    refused, failed, late = (r.getMessage() for r in records)
+    assert "stream=- outcome=rejected status=400" in refused
+    assert 'reason="Invalid value for temperature: Input should be a valid number"' in refused
+    assert records[0].levelno == logging.INFO
+    assert "stream=true outcome=failed status=502" in failed
+    assert "reason=" in failed
+    assert "simulated HTTP 502" in failed
+    assert [r.levelno for r in records[1:]] == [logging.WARNING, logging.WARNING]
+    assert "outcome=failed status=200" in late
+    assert "simulated HTTP 503" in late

@@ -282,6 +282,37 @@ def _forwarded_for(scope: Scope) -> str:
     return ", ".join(values) or "-"
 
 
+#: Outcomes that are a failure to serve (logged at WARNING); "rejected" is the client's error.
+_FAILED_OUTCOMES = frozenset({"failed", "cancelled"})
+_REASON_LIMIT = 300
+
+
+def _reason(record: _Record) -> str:
+    """`` reason=...``: the error message the client was answered with (a refusal or a
+    failure), from the final write's JSON or the last SSE frame; empty when there is none."""
+    body = record.last_frame
+    text = body.decode("utf-8", "replace").strip()
+    if text.startswith(("data:", "event:")):
+        text = text.rsplit("data:", 1)[-1].strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(payload, dict):
+        return ""
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str):
+        return ""
+    message = " ".join(message.split())
+    if len(message) > _REASON_LIMIT:
+        message = message[:_REASON_LIMIT] + "..."
+    return f" reason={json.dumps(message, ensure_ascii=False)}"
+
+
 def _outcome(record: _Record) -> str:
     if record.client_gone and not record.finished:
         return "client_gone"
@@ -512,19 +543,21 @@ class ProxyApp:
         )
         removals = record.removals
         notable = removals.notable if removals is not None else []
-        level = logging.WARNING if notable else logging.INFO
+        failed = record.outcome in _FAILED_OUTCOMES or record.status >= 500
+        level = logging.WARNING if notable or failed else logging.INFO
         if LOG.isEnabledFor(level):
             client = scope.get("client")
             LOG.log(
                 level,
                 "request dialect=%s path=%s client=%s forwarded_for=%s stream=%s outcome=%s "
                 "status=%s duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
-                "quietly_removed=%d",
+                "quietly_removed=%d%s",
                 dialect,
                 scope["path"],
                 f"{client[0]}:{client[1]}" if client else "-",
                 _forwarded_for(scope),
-                str(record.stream).lower(),
+                # Known once the request passed preparation; a refused one may not even be JSON.
+                str(record.stream).lower() if record.prepared else "-",
                 record.outcome,
                 record.status,
                 duration,
@@ -533,4 +566,5 @@ class ProxyApp:
                 record.bytes_sent,
                 ", ".join(f"{r.path} ({r.reason})" for r in notable) or "-",
                 0 if removals is None else len(removals) - len(notable),
+                _reason(record) if record.outcome == "rejected" or failed else "",
             )
