@@ -580,3 +580,21 @@ async def test_deadline_during_finish_policy_is_a_reported_timeout() -> None:
     assert gate.cancelled
     (outcome,) = outcomes
     assert isinstance(outcome.error, TimeoutError)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["completed", "failed"])
+async def test_a_stream_opened_by_keepalives_keeps_its_created_at(fails: bool) -> None:
+    """Issue 37: response.created said when the response was created; the terminal event says
+    the same, whatever the result's own created_at (1 here) or a failure's fresh envelope."""
+    gate = Gate(RESULT, error=_Reported("late") if fails else None)
+    with anyio.fail_after(10):
+        async with SynthesizedStream(
+            gate, ResponsesDialect(), keepalive_interval=INTERVAL
+        ) as stream:
+            frames = await _collect(stream, gate, after=1)
+    events = [e.json() for e in parse(b"".join(frames))]
+    created = [e["response"]["created_at"] for e in events if "response" in e]
+    assert events[0]["type"] == "response.created"
+    assert events[-1]["type"] == ("response.failed" if fails else "response.completed")
+    assert len(set(created)) == 1
+    assert created[0] != 1

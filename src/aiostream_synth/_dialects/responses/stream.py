@@ -79,6 +79,8 @@ class ResponsesStream:
             response_id=self.response_id if self._opened else options.response_id,
             sequence_start=self._seq,
             delta_chars=options.delta_chars,
+            # After keepalive events, response.created told the client when it was created.
+            created_at=self._keepalive.created_at if self._keepalive is not None else None,
         )
 
     def failure_frames(self, failure: Failure) -> list[bytes]:
@@ -89,9 +91,16 @@ class ResponsesStream:
             self.response_id,
             include_created=not self._opened,
             fidelity=options.fidelity,
-            base=dict(options.base or {}),
+            base=self._base(),
             sequence_start=self._seq,
         )
+
+    def _base(self) -> dict[str, Any]:
+        """The skeleton fields, with the ``created_at`` response.created already said."""
+        base = dict(self._options.base or {})
+        if self._keepalive is not None:
+            base["created_at"] = self._keepalive.created_at
+        return base
 
     def error_response(self, failure: Failure) -> ErrorResponse:
         return ErrorResponse(failure.status_code, failure.body())

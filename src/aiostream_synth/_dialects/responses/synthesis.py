@@ -118,7 +118,10 @@ def _chunks(text: str, size: int | None) -> list[str]:
 
 
 def _prepare(
-    result: Any, ns_map: NamespaceMap | None, response_id: str | None
+    result: Any,
+    ns_map: NamespaceMap | None,
+    response_id: str | None,
+    created_at: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     resp = dict(as_json_dict(result, InvalidResultError, _WHAT))
     output = resp.get("output") or []
@@ -135,6 +138,8 @@ def _prepare(
         resp["usage"] = wire_responses_usage(resp["usage"])
     if response_id is not None:
         resp["id"] = response_id
+    if created_at is not None:
+        resp["created_at"] = created_at
     items = restore_namespace_tool_calls(output, ns_map or {})
     resp = _complete(resp)
     return resp, _output_items(items, resp["id"], resp.get("status"))
@@ -411,16 +416,19 @@ def responses_frames(
     response_id: str | None = None,
     sequence_start: int | None = None,
     delta_chars: int | None = None,
+    created_at: int | None = None,
 ) -> list[bytes]:
     """All SSE frames (bytes) for a complete result; raises before producing any on bad input.
 
     ``sequence_start`` numbers the events from that value (from 0 when it is None).
+    ``response_id`` and ``created_at`` replace the result's own (a stream whose
+    ``response.created`` went out before the result keeps what it said there).
     ``delta_chars`` splits long text and arguments into deltas of at most that many
     characters (full mode only).
     """
     if fidelity not in ("full", "minimal"):
         raise ValueError(f"fidelity must be 'full' or 'minimal', not {fidelity!r}")
-    resp, items = _prepare(result, ns_map, response_id)
+    resp, items = _prepare(result, ns_map, response_id, created_at)
     events = _Events(0 if sequence_start is None else sequence_start)
     try:
         if fidelity == "full":
@@ -525,11 +533,13 @@ class ResponsesKeepalive:
     one-off ``response.created`` head is derived from it.
     """
 
-    __slots__ = ("_in_progress",)
+    __slots__ = ("_in_progress", "created_at")
 
     def __init__(self, response_id: str, *, base: dict[str, Any] | None) -> None:
-        envelope = dumps(_envelope(response_id, base), _WHAT)
-        self._in_progress = _IN_PROGRESS_TYPE + b',"response":' + envelope
+        envelope = _envelope(response_id, base)
+        #: The envelope's ``created_at``: the result's events say the same.
+        self.created_at: Any = envelope["created_at"]
+        self._in_progress = _IN_PROGRESS_TYPE + b',"response":' + dumps(envelope, _WHAT)
 
     def _frame(self, head: bytes, event: str, seq: int) -> bytes:
         return b"".join((event_prefix(event), head, b',"sequence_number":%d}\n\n' % seq))
