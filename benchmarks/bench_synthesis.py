@@ -19,8 +19,10 @@ from typing import Any
 import orjson
 from corpus import (
     SHAPES,
+    anthropic_history_request,
     anthropic_message,
     chat_completion,
+    chat_history_request,
     codex_replay_request,
     codex_request,
     responses_result,
@@ -36,6 +38,7 @@ from aiostream_synth import (
 )
 from aiostream_synth._dialects.anthropic.synthesis import anthropic_frames
 from aiostream_synth._dialects.chat.synthesis import chat_frames
+from aiostream_synth._dialects.prepared import Dialect
 from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools
 from aiostream_synth._dialects.responses.synthesis import responses_frames
 
@@ -164,6 +167,39 @@ def _requests(budget: float, nemo_gym: str | None) -> list[dict[str, Any]]:
     return rows
 
 
+def _other_requests(budget: float) -> list[dict[str, Any]]:
+    """``prepare_request`` of a long chat and a long Claude Code-style Messages request, to
+    their ``orjson.loads`` floor (the Responses rows are :func:`_requests`)."""
+    print("\n| request | bytes | loads µs (floor) | prepare_request µs (bytes in) | ratio |")
+    print("|---|---|---|---|---|")
+    rows: list[dict[str, Any]] = []
+    cases: list[tuple[Dialect, str, dict[str, Any]]] = [
+        ("chat", "chat, 40 turns, 20 tools", chat_history_request()),
+        (
+            "anthropic",
+            "messages, a system message, 40 turns, 20 tools",
+            anthropic_history_request(),
+        ),
+    ]
+    for dialect, label, body in cases:
+        raw = orjson.dumps(body)
+        floor = best(functools.partial(orjson.loads, raw), budget)
+        whole = best(functools.partial(prepare_request, dialect, raw), budget)
+        rows.append(
+            {
+                "request": label,
+                "bytes": len(raw),
+                "floor_us": floor * 1e6,
+                "prepare_request_us": whole * 1e6,
+                "prepare_request_ratio": whole / floor,
+            }
+        )
+        print(
+            f"| {label} | {len(raw)} | {floor * 1e6:.1f} | {whole * 1e6:.1f} | {whole / floor:.2f}x |"
+        )
+    return rows
+
+
 def _bridge(budget: float) -> list[dict[str, Any]]:
     """Responses -> chat conversion of the 66 KB Codex replay (its sanitized params, as the
     proxy converts them), and chat -> Responses of a 20-tool-call answer."""
@@ -274,6 +310,7 @@ def main() -> None:
         )
 
     requests = _requests(args.budget, args.nemo_gym)
+    other_requests = _other_requests(args.budget)
     bridge = _bridge(args.budget)
     chat_body = {
         "messages": [{"role": "user", "content": "x"}],
@@ -285,7 +322,16 @@ def main() -> None:
     print(f"\nchat sanitize: {chat_cost * 1e6:.2f} µs per body")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"synthesis": rows, "requests": requests, "bridge": bridge}, fh, indent=2)
+            json.dump(
+                {
+                    "synthesis": rows,
+                    "requests": requests,
+                    "other_requests": other_requests,
+                    "bridge": bridge,
+                },
+                fh,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

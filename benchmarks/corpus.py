@@ -281,3 +281,68 @@ def codex_replay_request(
         output["output"] += " " + _text(200)
         pad += 1
     return body
+
+
+def chat_history_request(turns: int = 40, tools: int = 20) -> dict[str, Any]:
+    """A streaming chat request replaying ``turns`` messages (user text parts, assistant
+    answers with a tool call each) with ``tools`` function tools: the shapes whose unions the
+    params validation discriminates (messages by ``role``, parts and calls by ``type``)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": _text(300)}]
+    for i in range(turns):
+        if i % 2 == 0:
+            messages.append({"role": "user", "content": [{"type": "text", "text": _text(30)}]})
+        else:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": _text(30),
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                }
+            )
+    return {
+        "model": "m",
+        "stream": True,
+        "messages": messages,
+        "tools": [
+            {"type": "function", "function": {"name": f"t{k}", "parameters": _schema(k)}}
+            for k in range(tools)
+        ],
+    }
+
+
+def anthropic_history_request(turns: int = 40, tools: int = 20) -> dict[str, Any]:
+    """A streaming Messages request as Claude Code sends one: a ``role: "system"`` message
+    (folded into the user turn), then ``turns`` messages with text, thinking, tool_use and
+    tool_result blocks, and ``tools`` tools."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "reminder: " + _text(20)}]
+    for i in range(turns):
+        if i % 2 == 0:
+            content: list[dict[str, Any]] = [{"type": "text", "text": _text(30)}]
+            if i:
+                content.append({"type": "tool_result", "tool_use_id": f"u{i - 1}", "content": "ok"})
+            messages.append({"role": "user", "content": content})
+        else:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": _text(15), "signature": "s"},
+                        {"type": "text", "text": _text(30)},
+                        {"type": "tool_use", "id": f"u{i}", "name": "t1", "input": {}},
+                    ],
+                }
+            )
+    return {
+        "model": "m",
+        "stream": True,
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": _text(300)}],
+        "tools": [{"name": f"t{k}", "input_schema": _schema(k)} for k in range(tools)],
+        "messages": messages,
+    }
