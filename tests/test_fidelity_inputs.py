@@ -530,3 +530,9 @@ async def test_the_proxy_answers_the_issues_inputs_as_prepare_does() -> None:
             assert answer.headers["x-aiostream-synth-dropped"] == "messages[0].content[0].zz"
             text = "".join([chunk async for chunk in answer.aiter_text()])
         assert text.rstrip().endswith("data: [DONE]")
+
+
+def test_a_system_message_directive_that_is_no_object_is_a_400() -> None:
+    system = {"role": "system", "content": "s", "output_config": "low"}
+    body = {**ANTHROPIC, "messages": [system, {"role": "user", "content": "hi"}]}
+    assert _refusal("anthropic", body)["param"] == "messages[0].output_config"

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from aiostream_synth._dialects.responses.namespaces import NamespaceMap
 from aiostream_synth._params.removals import Removals, format_path
-from aiostream_synth._params.strict import is_arm_label
+from aiostream_synth._params.strict import KIND_KEYS, is_arm_label
 from aiostream_synth._wire.errors import RequestError
 
 __all__ = [
@@ -175,7 +175,6 @@ def _literal_path(body: Any, loc: Sequence[str | int]) -> tuple[str | int, ...]:
     return tuple(parts)
 
 
-_KIND_KEYS = frozenset({"type", "role"})
 #: Errors saying an object is of no kind its union knows (ours, and pydantic's own).
 _KIND_ERRORS = frozenset({"invalid_kind", "union_tag_invalid", "union_tag_not_found"})
 
@@ -204,7 +203,7 @@ class _ErrorTree:
         is not of that arm's kind: an error at the value itself or at its ``type`` / ``role``.
         An object of no known ``type`` is of the arm's kind (objects), with a wrong ``type``."""
         bare = [part for part in self.locs[i][start:] if not is_arm_label(part)]
-        if bare and not (len(bare) == 1 and bare[0] in _KIND_KEYS):
+        if bare and not (len(bare) == 1 and bare[0] in KIND_KEYS):
             return False
         kind = self.errors[i]["type"]
         return not (kind in _KIND_ERRORS and isinstance(_value_at(self.body, self.paths[i]), dict))

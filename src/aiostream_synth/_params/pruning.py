@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._params.strict import is_arm_label
+from aiostream_synth._params.strict import KIND_KEYS, is_arm_label
 
 __all__ = ["delete_path", "dotted", "plan_from_errors", "plan_pruning", "validate_pruning"]
 
@@ -48,14 +48,10 @@ def _is_step(node: Any, part: str | int) -> bool:
     return False
 
 
-#: Keys whose wrong value says "not this kind of object" (a union arm for another kind).
-_KIND_KEYS = frozenset({"type", "role"})
-
-
 def _rejects_kind(errors: list[tuple[Loc, str]]) -> bool:
     """Whether an arm's errors say the object is not of its kind at all: a type mismatch at the
     object itself, or a ``type`` / ``role`` it does not accept or does not even declare."""
-    return any(not loc or (len(loc) == 1 and loc[0] in _KIND_KEYS) for loc, _ in errors)
+    return any(not loc or (len(loc) == 1 and loc[0] in KIND_KEYS) for loc, _ in errors)
 
 
 def _leaf_arms(

@@ -44,16 +44,25 @@ from typing import Any, Union, get_args, get_origin
 import typing_extensions
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
 
-__all__ = ["ARM", "is_arm_label", "list_item_type", "strict_type"]
+__all__ = [
+    "ARM",
+    "KIND_KEYS",
+    "MISSING_TAG",
+    "NULL_TAG",
+    "is_arm_label",
+    "list_item_type",
+    "strict_type",
+]
 
 #: Mirrors forbid unknown keys and validate strictly: a string is never read as a number, nor
 #: ``0`` as ``false`` (issue 38: what a client sent wrong is a 400, not a guess).
 _FORBID = ConfigDict(extra="forbid", strict=True)
 #: The prefix of every union arm label we give (a character no API key starts with).
 ARM = "\u27ea"
-_MISSING_TAG = "<absent>"
-_NULL_TAG = "<null>"
-_SPECIAL_TAGS = frozenset({_MISSING_TAG, _NULL_TAG})
+#: The tags of a member without the kind key, and of one whose kind key is null.
+MISSING_TAG = "<absent>"
+NULL_TAG = "<null>"
+_SPECIAL_TAGS = frozenset({MISSING_TAG, NULL_TAG})
 _DISCRIMINATOR_KEYS = ("type", "role")
 _LIST_ORIGINS: tuple[Any, ...] = (
     collections.abc.Iterable,
@@ -71,8 +80,9 @@ _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 
 _cache: dict[tuple[Any, bool], Any] = {}
 _building: set[tuple[Any, bool]] = set()
-#: Keys whose required-ness survives relaxing when their annotation is a literal.
-_KIND_KEYS = frozenset({"type", "role"})
+#: Keys that say which kind of object this is (their required-ness survives relaxing when
+#: their annotation is a literal; a wrong one means another arm of a union).
+KIND_KEYS = frozenset({"type", "role"})
 
 
 def _is_typeddict(tp: Any) -> bool:
@@ -108,7 +118,7 @@ def _strict_typeddict(tp: type, relaxed: bool) -> Any:
                 wrapper_origin in _REQUIRED if wrapper_origin in _REQUIRED_WRAPPERS else total
             )
             bare = _strip_required(hint)
-            if relaxed and not (key in _KIND_KEYS and _is_literal(bare)):
+            if relaxed and not (key in KIND_KEYS and _is_literal(bare)):
                 required = False
             inner = strict_type(bare, relaxed=relaxed)
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
@@ -138,7 +148,7 @@ def _strict_model(tp: type[BaseModel], relaxed: bool) -> Any:
         for name, info in tp.model_fields.items():
             bare = info.annotation
             required = info.is_required()
-            if relaxed and not ((info.alias or name) in _KIND_KEYS and _is_literal(bare)):
+            if relaxed and not ((info.alias or name) in KIND_KEYS and _is_literal(bare)):
                 required = False
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[info.alias or name] = wrapper[strict_type(bare, relaxed=relaxed)]
@@ -218,9 +228,9 @@ def _labelled(arms: list[Any]) -> Any:
 def _discriminator(key: str) -> Callable[[Any], str | None]:
     def tag_of(value: Any) -> str | None:
         if isinstance(value, dict):
-            tag = value.get(key, _MISSING_TAG)
+            tag = value.get(key, MISSING_TAG)
             if tag is None:
-                return ARM + _NULL_TAG
+                return ARM + NULL_TAG
             return ARM + tag if isinstance(tag, str) else None
         return None
 
@@ -244,7 +254,7 @@ def _discriminated(dict_arms: list[Any]) -> Any | None:
             if found is None:
                 break
             tags, optional, nullable = found
-            extra = [*([_MISSING_TAG] if optional else []), *([_NULL_TAG] if nullable else [])]
+            extra = [*([MISSING_TAG] if optional else []), *([NULL_TAG] if nullable else [])]
             for tag in [*tags, *extra]:
                 groups.setdefault(tag, []).append(arm)
         else:

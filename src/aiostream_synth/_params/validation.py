@@ -32,7 +32,7 @@ from pydantic import BaseModel, Discriminator, Tag, ValidationError
 
 from aiostream_synth._params.pruning import validate_pruning
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._params.strict import ARM, list_item_type
+from aiostream_synth._params.strict import ARM, KIND_KEYS, MISSING_TAG, NULL_TAG, list_item_type
 from aiostream_synth._wire.json import json_copy
 
 __all__ = [
@@ -43,15 +43,8 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
-_ABSENT = "<absent>"  # the tag of a member without the key (see _params/strict.py)
-_NULL = "<null>"  # the tag of a member whose key is null
 _LITERALS: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
-
-
-#: Keys that say which kind of object a member is: an arm that does not declare one the member
-#: has is another kind (a message with a ``role`` is never an item reference).
-_KIND_KEYS = ("type", "role")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +54,15 @@ class _Arm:
     literals: dict[str, frozenset[Any]]
 
     def accepts(self, member: dict[str, Any]) -> bool:
+        # An arm that does not declare a kind key the member has is another kind (a message
+        # with a ``role`` is never an item reference).
         """Whether ``member`` could be of this arm's kind (its kind keys and their literal
         values). Other literals (``status``) are not judged here: a wrong one is the client's
         error to hear about, not a sign that the member is another kind (issue 38, #14)."""
-        for key in _KIND_KEYS:
+        for key in KIND_KEYS:
             if key in member and key not in self.keys:
                 return False
-        for key in _KIND_KEYS:
+        for key in KIND_KEYS:
             allowed = self.literals.get(key)
             if allowed is not None and key in member:
                 value = member[key]
@@ -181,7 +176,7 @@ def member_kinds(model: type[BaseModel], field: str) -> frozenset[str] | None:
     if union is None or union.key != "type":
         return None
     return frozenset(
-        tag for tag in union.groups if isinstance(tag, str) and tag not in (_ABSENT, _NULL)
+        tag for tag in union.groups if isinstance(tag, str) and tag not in (MISSING_TAG, NULL_TAG)
     )
 
 
@@ -235,7 +230,7 @@ def prune_unknown_member_keys(
             continue
         tag = None
         if key is not None:
-            tag = member.get(key, _ABSENT)
+            tag = member.get(key, MISSING_TAG)
             if not isinstance(tag, str):
                 continue
         arms = groups.get(tag)

@@ -60,6 +60,7 @@ from aiostream_synth._serving.asgi import (
     StreamSettings,
     SynthesizingApp,
     request_headers,
+    send_answer,
     send_json,
 )
 from aiostream_synth._wire.errors import RequestError
@@ -475,12 +476,7 @@ class ProxyApp:
                 return
             # On a dialect's path, in its shape (Anthropic's, with request-id, for Claude Code).
             answer = spec.error_response(401, "Incorrect API key provided.", code="invalid_api_key")
-            await send_json(
-                send,
-                401,
-                answer.body,
-                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()],
-            )
+            await send_answer(send, answer)
             return
         if method == "GET" and path in ("/v1/models", "/models"):
             await self._models(scope, send)

@@ -95,6 +95,7 @@ __all__ = [
     "received_at",
     "refuse_when_closing",
     "run_backend_once",
+    "send_answer",
     "send_json",
 ]
 
@@ -377,10 +378,12 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
-async def _send_answer(send: Send, answer: ErrorResponse, extra: Mapping[str, str]) -> None:
+async def send_answer(
+    send: Send, answer: ErrorResponse, extra: Mapping[str, str] | None = None
+) -> None:
     """A JSON answer in a dialect's shape, with ``extra`` headers under its own."""
     await send_json(
-        send, answer.status_code, answer.body, _header_pairs({**extra, **answer.headers})
+        send, answer.status_code, answer.body, _header_pairs({**(extra or {}), **answer.headers})
     )
 
 
@@ -613,7 +616,7 @@ async def handle_request(
         prepared = prepare(spec, await read_body(receive, settings.max_body_bytes), settings)
     except RequestError as exc:
         error = dialect_error(spec, exc)
-        await _send_answer(send, error, extra)
+        await send_answer(send, error, extra)
         return
     except ClientGone:
         return
@@ -621,7 +624,7 @@ async def handle_request(
     extra[name.decode()] = value.decode()
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
-        await _send_answer(send, answer, extra)
+        await send_answer(send, answer, extra)
         return
     stream = open_stream(
         spec, prepared, backend, settings, headers, task_group, coalescer, waiting_since=arrived
@@ -649,7 +652,7 @@ async def answer_locally(
         body = parse_json_body(await read_body(receive, settings.max_body_bytes))
     except RequestError as exc:
         error = dialect_error(spec, exc)
-        await _send_answer(send, error, extra)
+        await send_answer(send, error, extra)
         return
     except ClientGone:
         return
@@ -715,9 +718,7 @@ class SynthesizingApp:
             return
         if scope["method"] != "POST":
             error = spec.error_response(405, "Use POST.", code="method_not_allowed")
-            await send_json(
-                send, 405, error.body, _header_pairs({**error.headers, "allow": "POST"})
-            )
+            await send_answer(send, error, {"allow": "POST"})
             return
         await self.handle(spec, scope, receive, send)
 

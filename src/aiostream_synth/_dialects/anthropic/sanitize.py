@@ -157,6 +157,12 @@ def _fold_system_messages(
                 if isinstance(config, dict):
                     for key, value in config.items():
                         directives[key] = (value, ("messages", index, "output_config", key))
+                elif config is not None:  # it would vanish with the folded message
+                    raise _refuse(
+                        "output_config of a system message must be an object, "
+                        f"not {type(config).__name__}",
+                        f"messages[{index}].output_config",
+                    )
                 for key in sorted(set(message) - {"role", "content", "output_config"}):
                     removals.add(("messages", index, key), "system message directive", benign=True)
                 target = next(
