@@ -6,6 +6,8 @@ import ast
 import pathlib
 import re
 
+import pytest
+
 import aiostream_synth
 
 PACKAGE = pathlib.Path(aiostream_synth.__file__).parent
@@ -42,6 +44,11 @@ def test_all_is_sorted_and_complete() -> None:
     assert names == sorted(names, key=lambda n: (kind(n), n))
     for name in names:
         assert hasattr(aiostream_synth, name)
+    # Each name is imported on first use (PEP 562): where it comes from is checked once here.
+    assert set(aiostream_synth._EXPORTS) == set(names) - {"__version__"}
+    assert "__version__" in dir(aiostream_synth)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = aiostream_synth.nope  # type: ignore[attr-defined]
     public = {n for n in vars(aiostream_synth) if not n.startswith("_")}
     modules = {n for n in public if isinstance(getattr(aiostream_synth, n), type(aiostream_synth))}
     assert public - modules - {"annotations"} <= set(names)

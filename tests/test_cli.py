@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import subprocess
 import sys
 from typing import Any
 
 import pytest
 
+from aiostream_synth._dialects.names import DIALECT_NAMES
+from aiostream_synth._proxy import cli
 from aiostream_synth._proxy.cli import _parser, config_from_args, main
+from aiostream_synth._proxy.config import ProxyConfig
 
 
 def test_demo_streams_a_slow_turn_in_each_dialect(capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,7 +112,10 @@ def test_a_wrong_bridge_config_is_an_error_naming_it(
 ) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--upstream-api", "chat", "--bridge-config", config])
-    assert words in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert words in err
+    # serve's usage, not the top level's {serve,demo}
+    assert err.startswith("usage: aiostream-synth serve [options]\n")
 
 
 def test_upstream_api_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,8 +136,6 @@ def test_serve_logs_records_without_the_fields_its_format_never_shows(
     """serve's log format shows time, level, logger and message only: the logging module is
     told not to collect the caller, thread, process (and asyncio task) for every record."""
     import logging
-
-    from aiostream_synth._proxy import cli
 
     switches = ["logThreads", "logProcesses", "logMultiprocessing"]
     if sys.version_info >= (3, 12):
@@ -320,4 +327,59 @@ def test_demo_values_out_of_range_are_errors(
     with pytest.raises(SystemExit) as caught:
         main(["demo", *argv])
     assert caught.value.code == 2
-    assert "demo: --delay must be" in capsys.readouterr().err
+    assert "aiostream-synth demo: error: --delay must be" in capsys.readouterr().err
+
+
+def test_serve_help_groups_every_option_and_shows_its_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    grouped = [name for names in cli._GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(ProxyConfig))
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text
+    for title in cli._GROUPS:
+        assert f"\n{title}:\n" in text
+    options = re.split(r"\n  (?=--)", text.split("\nupstream:\n", 1)[1])
+    assert len(options) == len(grouped)
+    for option in options:
+        assert "default" in option, option
+    assert "--port PORT" in text
+    assert "(default: 8000)" in text
+    assert "(default: 33554432 (32 MiB))" in " ".join(text.split())
+
+
+def test_the_demo_describes_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "in each dialect" in text
+    assert "(default: 2.5)" in text
+
+
+def test_the_dialect_names_of_the_cli_are_the_dialects() -> None:
+    from aiostream_synth._dialects.registry import DIALECTS
+
+    assert [spec.name for spec in DIALECTS] == list(DIALECT_NAMES)
+
+
+def test_help_loads_no_sdk_types() -> None:
+    """``--help`` answers without importing the openai and anthropic types (seconds of a cold
+    start on a small machine): the parser is built from ProxyConfig's light module alone."""
+    probe = (
+        "import sys\n"
+        "from aiostream_synth._proxy.cli import main\n"
+        "try:\n"
+        "    main(['serve', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'anthropic', "
+        "'pydantic', 'anyio'))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=50
+    )
+    assert "HEAVY []" in done.stderr, done.stderr

@@ -842,6 +842,96 @@ async def test_a_405_says_which_method_is_allowed(method: str, path: str, allow:
     assert response.headers["allow"] == allow
 
 
+async def test_refusals_off_the_dialect_paths_are_logged_and_probes_are_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "aiostream_synth.proxy")
+    async with _http(_proxy()) as http:
+        await http.post("/nowhere", headers={"x-forwarded-for": "203.0.113.7"})
+        await http.post("/healthz")
+        await http.get("/healthz")
+        await http.get("/metrics")
+    async with _http(_proxy(api_key="k")) as http:
+        await http.get("/v1/models")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("request method=POST path=/nowhere client=")
+    assert lines[0].endswith(" forwarded_for=203.0.113.7 status=404")
+    assert lines[1].endswith("status=405")
+    assert lines[2].startswith("request method=GET path=/v1/models")
+    assert lines[2].endswith("status=401")
+
+
+def test_metrics_count_the_streams_open_now() -> None:
+    """A gauge of the streams open right now (a sync test: the server runs in its own thread)."""
+    with serve(_proxy(), "uvicorn", lifespan=True) as url, httpx.Client(base_url=url) as http:
+        assert "\naiostream_synth_open_streams 0\n" in http.get("/metrics").text
+        body = _responses("[delay:30]")
+        with http.stream("POST", "/v1/responses", json=body, timeout=60) as answer:
+            next(answer.iter_lines())  # committed: it is open
+            busy = http.get("/metrics").text
+        assert "\naiostream_synth_open_streams 1\n" in busy
+
+
+async def test_a_rate_limit_names_its_meter_not_an_invalid_request() -> None:
+    async with _http(_proxy()) as http:
+        chat = await http.post("/v1/chat/completions", json=_chat("[error:429]", stream=False))
+        streamed = await http.post("/v1/chat/completions", json=_chat("[error:429]"))
+        messages = await http.post(
+            "/v1/messages",
+            json={
+                "model": "m",
+                "max_tokens": 9,
+                "messages": [{"role": "user", "content": "[error:429]"}],
+            },
+        )
+    for answer in (chat, streamed):
+        assert answer.status_code == 429
+        assert answer.json()["error"]["type"] == "requests"
+        assert answer.json()["error"]["code"] == "rate_limit_exceeded"
+    assert messages.json()["error"]["type"] == "rate_limit_error"
+    assert messages.headers["x-should-retry"] == "true"
+
+
+async def test_an_oversize_body_is_request_too_large_in_every_dialect() -> None:
+    body = _chat("x" * 200)
+    async with _http(_proxy(max_body_bytes=100)) as http:
+        messages = await http.post("/v1/messages", json={**body, "max_tokens": 9})
+        chat = await http.post("/v1/chat/completions", json=body)
+    assert messages.status_code == chat.status_code == 413
+    assert messages.json()["error"]["type"] == "request_too_large"
+    assert chat.json()["error"]["code"] == "request_too_large"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", _chat("hi")),
+        ("/v1/responses", _responses("hi")),
+        ("/v1/messages", {**_chat("hi"), "max_tokens": 9}),
+    ],
+)
+async def test_a_streaming_request_without_a_model_is_a_400_in_every_dialect(
+    path: str, body: dict[str, Any]
+) -> None:
+    """One rule (issue 37 #6): the model is required, and named, in all three dialects."""
+    body = {key: value for key, value in body.items() if key != "model"}
+    async with _http(_proxy()) as http:
+        answer = await http.post(path, json=body)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error.get("param", "model") == "model"
+    assert error["message"] == "Invalid value for model: Field required"
+
+
+async def test_a_responses_request_naming_a_stored_prompt_may_leave_the_model_to_it() -> None:
+    body = _responses("hi", prompt={"id": "pmpt_1"})
+    del body["model"]
+    async with _http(_proxy()) as http, http.stream("POST", "/v1/responses", json=body) as answer:
+        assert answer.status_code == 200
+        assert b"response.completed" in b"".join([chunk async for chunk in answer.aiter_bytes()])
+
+
 async def test_a_refused_or_failed_request_logs_why(caplog: pytest.LogCaptureFixture) -> None:
     """Issue 37: a refused request's line does not claim stream=false (preparation never read
     it) and says why; a failure is a WARNING with the message the client got."""

@@ -77,7 +77,8 @@ def test_the_sdk_block_streams_from_the_proxy(upstream: str) -> None:
 def test_the_synthesis_block() -> None:
     _, out = _run(_block("synthesize_chat_completion_sse(completion"), "unused")
     frames = out.split("\n\n")
-    assert frames[0].startswith("data: {") and '"chat.completion.chunk"' in frames[0]
+    assert frames[0].startswith("data: {")
+    assert '"chat.completion.chunk"' in frames[0]
     assert "data: [DONE]" in frames
     assert frames[-2].startswith("event: response.completed")
 
@@ -85,7 +86,8 @@ def test_the_synthesis_block() -> None:
 def test_the_request_block() -> None:
     namespace, out = _run(_block("validate_streaming_responses_params(cleaned)"), "unused")
     assert out == "message\n"
-    assert "stream" not in namespace["cleaned"] and "stream_options" not in namespace["cleaned"]
+    assert "stream" not in namespace["cleaned"]
+    assert "stream_options" not in namespace["cleaned"]
 
 
 def test_the_engine_block() -> None:

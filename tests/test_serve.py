@@ -524,3 +524,83 @@ def test_trio_logs_in_our_format_says_which_server_and_its_shutdown() -> None:
     running = [line for line in err.splitlines() if "Running on" in line]
     assert len(running) == 1
     assert " INFO hypercorn.error Running on" in running[0]
+
+
+def _read_until(stream: Any, words: str) -> str:
+    """Lines of ``stream`` (a process's stderr) up to one holding ``words``."""
+    seen = []
+    for raw in iter(stream.readline, b""):
+        seen.append(raw.decode())
+        if words in seen[-1]:
+            return "".join(seen)
+    raise AssertionError(f"{words!r} never logged: {''.join(seen)}")
+
+
+@pytest.mark.parametrize("server", ["lean", "uvicorn"])
+def test_a_second_signal_ends_every_open_stream_with_its_answer_and_exits_1(server: str) -> None:
+    """Issue 37 #7: the first SIGTERM is logged when it arrives (not when the drain ends); the
+    second ends the open streams at once, a committed one with its terminal event and one not
+    yet committed with a 503, never an empty reply, and the process exits 1, not 0."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aiostream_synth",
+            "serve",
+            "--port",
+            str(port),
+            "--keepalive-s",
+            "3",
+            "--drain-timeout",
+            "600",
+            *SERVERS[server],
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    assert process.stderr is not None
+    try:
+        started = _read_until(process.stderr, "settings: ")
+        assert "upstream the embedded model" in started
+        assert "keepalive every 3 s" in started
+        assert "body limit 33554432 bytes" in started
+        _wait_until_healthy(process, url)
+        body = {"model": "m", "input": "wait [delay:600]", "stream": True}
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream("POST", f"{url}/v1/responses", json=body) as committed,
+        ):
+            lines = committed.iter_lines()
+            assert next(lines) == "event: response.created"
+            # A second stream, not committed yet (its first keepalive is seconds away): the
+            # gauge says when the server holds it.
+            late = socket.create_connection(("127.0.0.1", port))
+            late.sendall(_post(body))
+            while "aiostream_synth_open_streams 2" not in client.get(f"{url}/metrics").text:
+                time.sleep(0.02)
+            process.send_signal(signal.SIGTERM)
+            first = _read_until(process.stderr, "shutdown: no new requests")
+            assert "2 open stream(s) get up to 600 s to finish" in first
+            process.send_signal(signal.SIGTERM)
+            rest = "\n".join(lines)
+            answer = b""
+            while chunk := late.recv(65536):  # to the end: the server closes it as it exits
+                answer += chunk
+            late.close()
+        assert process.wait() == 1
+        err = process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stderr.close()
+    events = [e.json() for e in parse(rest + "\n\n")]
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["message"] == "server stopped"
+    # Not committed when the signal came: a 503 (on a slow machine its first keepalive may
+    # have won the race: then its terminal event); never an empty reply.
+    assert answer.startswith(b"HTTP/1.1 503 ") or (
+        answer.startswith(b"HTTP/1.1 200 ") and b"server stopped" in answer
+    ), answer
+    assert "shutdown: second signal, 2 open stream(s) ended at once" in err

@@ -16,10 +16,12 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 
+from aiostream_synth._dialects.names import Dialect
 from aiostream_synth._dialects.responses.namespaces import NamespaceMap
 from aiostream_synth._params.removals import Removals, format_path
 from aiostream_synth._params.strict import KIND_KEYS, is_arm_label
 from aiostream_synth._wire.errors import RequestError
+from aiostream_synth._wire.limits import DEFAULT_MAX_BODY_BYTES
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -30,11 +32,6 @@ __all__ = [
     "parse_json_body",
     "validation_error",
 ]
-
-#: The dialects' names, as backends see them in ``BackendCall.dialect``.
-Dialect = Literal["chat", "responses", "anthropic"]
-
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

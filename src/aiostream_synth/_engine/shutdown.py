@@ -53,6 +53,13 @@ class ShutdownSignal:
             self._drained = anyio.Event()
             with anyio.move_on_after(drain_timeout):
                 await self._drained.wait()
+        return self.abort_all(message)
+
+    def abort_all(self, message: str = "server shutting down") -> int:
+        """End every open stream now, without waiting (a second signal): each gets its terminal
+        failure event, or a 503 before commit; return how many were ended. New streams are
+        refused from here on, as after :meth:`shutdown`."""
+        self._closing = True
         return sum(stream.abort(message) for stream in list(self._streams))
 
 

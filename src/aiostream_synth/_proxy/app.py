@@ -24,30 +24,20 @@ import contextvars
 import hmac
 import json
 import logging
-import math
 import time
-import urllib.parse
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from aiostream_synth._dialects.base import DialectSpec
-from aiostream_synth._dialects.bridges.options import BridgeOptions, parse_bridge_options
-from aiostream_synth._dialects.prepared import Dialect
 from aiostream_synth._dialects.requests import (
-    DEFAULT_MAX_BODY_BYTES,
     PreparedRequest,
     SanitizeOptions,
 )
-from aiostream_synth._engine.stream import OnDisconnect, SynthesizedStream
+from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._proxy.embedded import EMBEDDED_MODEL, EmbeddedBackend
-from aiostream_synth._proxy.http_defences import (
-    BODY_TIMEOUT_S,
-    HEAD_TIMEOUT_S,
-    KEEP_ALIVE_S,
-    WRITE_TIMEOUT_S,
-)
+from aiostream_synth._proxy.config import ProxyConfig
+from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._proxy.metrics import Metrics
 from aiostream_synth._proxy.upstream import UpstreamBackend
 from aiostream_synth._serving.asgi import (
@@ -69,156 +59,9 @@ from aiostream_synth._wire.failures import classify_failure, log_internal
 __all__ = ["ProxyApp", "ProxyConfig"]
 
 
-def _check_seconds(name: str, value: object, *, positive: bool, none: str = "") -> None:
-    if (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and (value > 0 if positive else value >= 0)
-    ):
-        return
-    allowed = "a positive number of seconds" if positive else "a number of seconds, 0 or more"
-    raise ValueError(f"{name} must be {allowed}{f' or {none}' if none else ''}, not {value!r}")
-
-
 LOG = logging.getLogger("aiostream_synth.proxy")
 #: The proxy's own GET endpoints (another method on them is a 405 naming GET).
 _GET_ONLY = frozenset({"/healthz", "/metrics", "/v1/models", "/models"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProxyConfig:
-    """Everything ``aiostream-synth serve`` can be told (each also from the environment)."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    #: Base URL of an OpenAI-compatible server answering non-streaming; None = embedded model.
-    upstream: str | None = None
-    #: The API the upstream speaks; None: each client's own. Another one bridges (bridge.md).
-    upstream_api: Dialect | None = None
-    #: Bridge presets for a backend family (``deepseek``, ``vllm``, ...; bridge.md §1.7).
-    bridge_profile: str = "generic"
-    #: Bridge options on top of the profile, as a JSON object (bridge.md §0.3).
-    bridge_config: str | None = None
-    upstream_api_key: str | None = None
-    forward_authorization: bool = False
-    connect_timeout: float = 10.0
-    #: Upstream read timeout, seconds. None: none of its own, the call is bounded by ``timeout``
-    #: (a non-streaming upstream sends nothing until it is done, so a shorter read timeout
-    #: would silently cut every turn below the deadline).
-    read_timeout: float | None = None
-    upstream_retries: int = 0
-    #: Cap on concurrent upstream calls; None: no cap (one connection per open stream).
-    upstream_max_connections: int | None = None
-    #: Inbound bearer token; None accepts every request.
-    api_key: str | None = None
-    keepalive_s: float = 10.0
-    responses_events: Literal["full", "minimal"] = "full"
-    #: "comment" sends SSE comments instead of keepalive events (Codex's idle timer ignores them).
-    responses_keepalive: Literal["events", "comment"] = "events"
-    chat_keepalive: Literal["comment", "none"] = "comment"
-    #: Total deadline per backend call, seconds; None for no deadline.
-    timeout: float | None = 1800.0
-    on_disconnect: OnDisconnect = "cancel"
-    drop_custom_tools: bool = False
-    drop_hosted_tools: bool = False
-    hoist_carrier_custom_tools: bool = False
-    #: Anthropic: an intermediate ``message_delta`` at least this often, seconds (None: pings only).
-    anthropic_event_keepalive_s: float | None = 240.0
-    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
-    anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
-    allow_unchecked_auto_mode: bool = False
-    #: Which identical requests share one backend call (a retry after a drop, by default).
-    coalesce: Literal["retries", "all", "off"] = "retries"
-    coalesce_linger: float = 0.9
-    coalesce_window: float = 10.0
-    drain_timeout: float = 30.0
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    workers: int = 1
-    #: Open client connections per worker at most (a 503 beyond); None: no cap.
-    max_connections: int | None = None
-    #: Seconds an idle keep-alive client connection stays open.
-    http_keep_alive_s: float = KEEP_ALIVE_S
-    #: lean only: seconds a request head gets to arrive whole.
-    http_head_timeout_s: float = HEAD_TIMEOUT_S
-    #: lean only: seconds a request body may stay silent while it is awaited.
-    http_body_timeout_s: float = BODY_TIMEOUT_S
-    #: lean and uvicorn: seconds a client may read nothing while its answer waits for it.
-    http_write_timeout_s: float = WRITE_TIMEOUT_S
-    #: The HTTP server: ``lean`` (_proxy/lean_http.py, the least memory per open stream),
-    #: ``uvicorn``, ``hypercorn`` or ``granian``.
-    server: Literal["lean", "uvicorn", "hypercorn", "granian"] = "lean"
-    #: "auto": uvloop when installed, else asyncio.
-    loop: Literal["auto", "asyncio", "uvloop", "trio"] = "auto"
-    log_level: str = "info"
-    #: The embedded model's name.
-    model: str = EMBEDDED_MODEL
-
-    def __post_init__(self) -> None:
-        # An empty key would be a key nobody can be refused with: ``AIOSTREAM_SYNTH_API_KEY=``
-        # (a variable set to nothing) must not turn authentication off without a word.
-        if self.api_key is not None and not self.api_key.strip():
-            raise ValueError(
-                "api_key is empty: give the inbound bearer token, or leave it unset "
-                "to accept every request"
-            )
-        for name in (
-            "http_keep_alive_s",
-            "http_head_timeout_s",
-            "http_body_timeout_s",
-            "http_write_timeout_s",
-        ):
-            value = getattr(self, name)
-            if not 0 < value < float("inf"):
-                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-        if self.max_connections is not None and self.max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, not {self.max_connections}")
-        self._check_ranges()
-
-    def _check_ranges(self) -> None:
-        """Refuse values no server can run with (issue 37): each error names the option and
-        the range it takes."""
-        if not (isinstance(self.port, int) and 0 <= self.port <= 65535):
-            raise ValueError(f"port must be from 0 (any free port) to 65535, not {self.port!r}")
-        for name in ("keepalive_s", "connect_timeout"):
-            _check_seconds(name, getattr(self, name), positive=True)
-        for name in ("timeout", "read_timeout", "anthropic_event_keepalive_s"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_seconds(
-                    name, value, positive=True, none="None (no limit; 0 on the command line)"
-                )
-        for name in ("coalesce_linger", "coalesce_window", "drain_timeout"):
-            _check_seconds(name, getattr(self, name), positive=False)
-        for name, least in (("upstream_retries", 0), ("max_body_bytes", 1), ("workers", 1)):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= least):
-                raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
-        if self.upstream_max_connections is not None and self.upstream_max_connections < 1:
-            raise ValueError(
-                "upstream_max_connections must be at least 1 (or None: no cap), "
-                f"not {self.upstream_max_connections}"
-            )
-        if self.upstream is not None:
-            parsed = urllib.parse.urlsplit(self.upstream)
-            if parsed.scheme not in ("http", "https") or not parsed.hostname:
-                raise ValueError(
-                    f"upstream must be an http:// or https:// URL with a host "
-                    f"(http://127.0.0.1:8001/v1), not {self.upstream!r}"
-                )
-
-    def bridge_options(self) -> BridgeOptions:
-        """The bridge options ``bridge_profile`` and ``bridge_config`` describe (``ValueError``
-        naming what is wrong)."""
-        overrides: Any = {}
-        if self.bridge_config:
-            try:
-                overrides = json.loads(self.bridge_config)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"bridge config is not JSON: {exc}") from None
-            if not isinstance(overrides, dict):
-                raise ValueError("bridge config must be a JSON object of bridge options")
-        return parse_bridge_options(self.bridge_profile, overrides)
 
 
 @dataclass(slots=True)
@@ -270,6 +113,11 @@ class _Record:
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "aiostream_synth_record", default=None
 )
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "-"
 
 
 def _forwarded_for(scope: Scope) -> str:
@@ -446,6 +294,28 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
+        status = 0
+
+        async def noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._answer_http(scope, receive, noting_status)
+        finally:
+            if status >= 400 or not status:  # refusals are logged; probes that succeed are not
+                LOG.info(
+                    "request method=%s path=%s client=%s forwarded_for=%s status=%s",
+                    scope["method"],
+                    scope["path"],
+                    _client(scope),
+                    _forwarded_for(scope),
+                    status or "-",
+                )
+
+    async def _answer_http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"].rstrip("/") or "/"
         method = scope["method"]
         if path in _GET_ONLY and method != "GET":
@@ -458,7 +328,7 @@ class ProxyApp:
             )
             return
         if method == "GET" and path == "/metrics":
-            body = self.metrics.render().encode()
+            body = self.metrics.render(self.shutdown.open_streams).encode()
             await send(
                 {
                     "type": "http.response.start",
@@ -542,7 +412,6 @@ class ProxyApp:
         failed = record.outcome in _FAILED_OUTCOMES or record.status >= 500
         level = logging.WARNING if notable or failed else logging.INFO
         if LOG.isEnabledFor(level):
-            client = scope.get("client")
             LOG.log(
                 level,
                 "request dialect=%s path=%s client=%s forwarded_for=%s stream=%s outcome=%s "
@@ -550,7 +419,7 @@ class ProxyApp:
                 "quietly_removed=%d%s",
                 dialect,
                 scope["path"],
-                f"{client[0]}:{client[1]}" if client else "-",
+                _client(scope),
                 _forwarded_for(scope),
                 # Known once the request passed preparation; a refused one may not even be JSON.
                 str(record.stream).lower() if record.prepared else "-",

@@ -2,7 +2,7 @@
 
 Every ``serve`` option can also be set from the environment as ``AIOSTREAM_SYNTH_<OPTION>``
 (upper case, dashes as underscores), e.g. ``AIOSTREAM_SYNTH_UPSTREAM``; a flag on the command
-line wins.
+line wins. Building the parser imports no SDK types (``--help`` answers at once).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiostream_synth._dialects.bridges.options import BRIDGE_PROFILES
-from aiostream_synth._dialects.registry import DIALECTS
-from aiostream_synth._proxy.app import ProxyConfig
+from aiostream_synth._dialects.names import DIALECT_NAMES
+from aiostream_synth._proxy.config import ProxyConfig
 
 __all__ = ["config_from_args", "main"]
 
@@ -47,7 +47,7 @@ _CHOICES: dict[str, list[str]] = {
     "anthropic_unknown_blocks": ["drop", "passthrough"],
     "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
-    "upstream_api": [spec.name for spec in DIALECTS],
+    "upstream_api": list(DIALECT_NAMES),
     "bridge_profile": list(BRIDGE_PROFILES),
     "server": ["lean", "uvicorn", "hypercorn", "granian"],
     "loop": ["auto", "asyncio", "uvloop", "trio"],
@@ -98,6 +98,88 @@ _HELP = {
 }
 
 
+#: ``serve --help`` in groups: every ``ProxyConfig`` field is in exactly one.
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "upstream": (
+        "upstream",
+        "upstream_api",
+        "upstream_api_key",
+        "forward_authorization",
+        "timeout",
+        "connect_timeout",
+        "read_timeout",
+        "upstream_retries",
+        "upstream_max_connections",
+        "model",
+    ),
+    "bridging (a client on an upstream of another API)": ("bridge_profile", "bridge_config"),
+    "keepalive and streams": (
+        "keepalive_s",
+        "responses_events",
+        "responses_keepalive",
+        "chat_keepalive",
+        "on_disconnect",
+    ),
+    "what reaches the backend": (
+        "drop_custom_tools",
+        "drop_hosted_tools",
+        "hoist_carrier_custom_tools",
+    ),
+    "Anthropic (Claude Code)": (
+        "anthropic_event_keepalive_s",
+        "anthropic_unknown_blocks",
+        "anthropic_system_messages",
+        "allow_unchecked_auto_mode",
+    ),
+    "coalescing (retries share one backend call)": (
+        "coalesce",
+        "coalesce_linger",
+        "coalesce_window",
+    ),
+    "server": (
+        "host",
+        "port",
+        "server",
+        "loop",
+        "workers",
+        "api_key",
+        "drain_timeout",
+        "log_level",
+    ),
+    "limits": (
+        "max_body_bytes",
+        "max_connections",
+        "http_keep_alive_s",
+        "http_head_timeout_s",
+        "http_body_timeout_s",
+        "http_write_timeout_s",
+    ),
+}
+
+_SERVE_DESCRIPTION = (
+    "Run the proxy: streaming clients in front of a non-streaming upstream (or the embedded "
+    f"model). Every option can also be set as {_ENV_PREFIX}<OPTION> (upper case, dashes as "
+    "underscores), e.g. AIOSTREAM_SYNTH_UPSTREAM; a flag on the command line wins."
+)
+
+
+def _shown_default(name: str, value: object, help_text: str) -> str:
+    """What ``--help`` says the default is ("" when the help text already says it)."""
+    if "default" in help_text:
+        return ""
+    if isinstance(value, bool):
+        shown = "on" if value else "off"
+    elif value is None:
+        shown = "none"
+    elif name == "max_body_bytes" and isinstance(value, int) and value % 2**20 == 0:
+        shown = f"{value} ({value // 2**20} MiB)"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = f"{value}"
+    return f" (default: {shown})"
+
+
 def _env(name: str) -> str | None:
     return os.environ.get(_ENV_PREFIX + name.upper())
 
@@ -129,11 +211,19 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
     values, for :func:`main` to report after parsing (so that ``--help`` always works)."""
     defaults = ProxyConfig()
     problems: list[str] = []
+    groups: dict[str, Any] = {}
+    for title, names in _GROUPS.items():
+        group = parser.add_argument_group(title)
+        groups.update(dict.fromkeys(names, group))
     for f in dataclasses.fields(ProxyConfig):
         flag = "--" + f.name.replace("_", "-")
         env = _env(f.name)
         default = getattr(defaults, f.name)
-        help_text = f"{_HELP.get(f.name, '')} [env {_ENV_PREFIX}{f.name.upper()}]"
+        about = _HELP.get(f.name, "")
+        help_text = (
+            f"{about}{_shown_default(f.name, default, about)} [env {_ENV_PREFIX}{f.name.upper()}]"
+        )
+        group = groups[f.name]
         if f.name in _BOOL_FIELDS:
             value = default
             if env is not None and env.lower() in _TRUE:
@@ -145,7 +235,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
                     f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of "
                     f"{', '.join(_TRUE)} or {', '.join(v for v in _FALSE if v)}"
                 )
-            parser.add_argument(
+            group.add_argument(
                 flag, action=argparse.BooleanOptionalAction, default=value, help=help_text
             )
             continue
@@ -156,7 +246,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
                 f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of {', '.join(choices)}"
             )
             env = None
-        parser.add_argument(
+        group.add_argument(
             flag,
             # A string default is converted by argparse only when the flag is not given.
             type=_typed(kind, f.name, env),
@@ -188,14 +278,32 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
-        "serve", help="run the proxy", description=__doc__, allow_abbrev=False
+        "serve",
+        help="run the proxy",
+        description=_SERVE_DESCRIPTION,
+        usage="%(prog)s [options]",
+        allow_abbrev=False,
     )
-    parser.set_defaults(env_problems=_add_serve_options(serve))
+    # The serve parser itself, for errors found after parsing: its usage, not the top level's.
+    serve.set_defaults(env_problems=_add_serve_options(serve), command_parser=serve)
     demo = commands.add_parser(
-        "demo", help="start the proxy and stream a slow turn in each dialect", allow_abbrev=False
+        "demo",
+        help="start the proxy and stream a slow turn in each dialect",
+        description=(
+            "Start the proxy with its embedded model on a free port and stream one slow turn in "
+            "each dialect (Chat Completions as raw SSE, Responses with the openai SDK, Anthropic "
+            "Messages with the anthropic SDK), printing each frame with the time it arrived: "
+            "keepalives first, then the answer, then the terminal event."
+        ),
+        allow_abbrev=False,
     )
-    demo.add_argument("--delay", type=float, default=2.5, help="backend delay, seconds")
-    demo.add_argument("--keepalive", type=float, default=0.5, help="keepalive interval, seconds")
+    demo.set_defaults(command_parser=demo)
+    demo.add_argument(
+        "--delay", type=float, default=2.5, help="backend delay, seconds (default: 2.5)"
+    )
+    demo.add_argument(
+        "--keepalive", type=float, default=0.5, help="keepalive interval, seconds (default: 0.5)"
+    )
     return parser
 
 
@@ -230,11 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         if args.env_problems:
-            parser.error("; ".join(args.env_problems))
+            args.command_parser.error("; ".join(args.env_problems))
         try:
             config = config_from_args(args)
         except ValueError as exc:
-            parser.error(str(exc))
+            args.command_parser.error(str(exc))
         logging.basicConfig(level=config.log_level.upper(), format=LOG_FORMAT)
         skip_unused_record_fields()
         from aiostream_synth._proxy.serve import run
@@ -255,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     if not (args.delay >= 0 and args.keepalive > 0):
-        parser.error("demo: --delay must be 0 or more seconds and --keepalive more than 0")
+        args.command_parser.error("--delay must be 0 or more seconds and --keepalive more than 0")
     return _demo(args.delay, args.keepalive)
 
 

@@ -33,11 +33,11 @@ from typing import Any
 
 from aiostream_synth._dialects.bridges.shapes import text_of
 from aiostream_synth._engine import tick
+from aiostream_synth._proxy.config import EMBEDDED_MODEL
 from aiostream_synth._serving.asgi import BackendCall
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
 
-EMBEDDED_MODEL = "aiostream-synth-echo"
 _DIRECTIVE = re.compile(r"\[(delay|tool|reasoning|error|incomplete|usage-nulls)(?::([^\]]*))?\]")
 _TEXT_PARTS = ("text", "input_text", "output_text")
 _TOOL_RESULTS = frozenset({"function_call_output", "custom_tool_call_output"})

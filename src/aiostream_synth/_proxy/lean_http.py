@@ -121,6 +121,8 @@ BODY_HIGH_WATER = 64 * 1024
 #: Seconds open exchanges get to end after the app has drained its streams, before they are
 #: cancelled (uvicorn's ``timeout_graceful_shutdown`` as ``serve`` sets it).
 GRACEFUL_S = 5.0
+#: Seconds exchanges get to write their last frames after a second signal ended their streams.
+FORCED_S = 1.0
 
 
 #: Distinct header names :class:`_Server` keeps lowercased (clients send the same few).
@@ -1055,16 +1057,20 @@ async def serve(
     sock: socket.socket | None,
     backlog: int,
     drain: Callable[[], Awaitable[object]],
+    end_now: Callable[[], object] | None = None,
     limits: Limits | None = None,
-) -> None:
+) -> bool:
     """Serve ``app`` until SIGTERM/SIGINT: the first stops it gracefully (:func:`run`), a
-    second at once."""
+    second at once, after ``end_now()`` (the app ending its open streams without waiting, so
+    that each still gets its answer). True when a second signal stopped it."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     forced = asyncio.Event()
 
     def on_signal() -> None:
-        if stopping.is_set():
+        if stopping.is_set() and not forced.is_set():
+            if end_now is not None:
+                end_now()
             forced.set()
         stopping.set()
 
@@ -1090,6 +1096,7 @@ async def serve(
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+    return forced.is_set()
 
 
 async def run(
@@ -1139,6 +1146,10 @@ async def run(
         now = loop.create_task(forced.wait())
         try:
             await asyncio.wait((graceful, now), return_when=asyncio.FIRST_COMPLETED)
+            if now.done() and state.tasks:
+                # The streams were just ended: a moment to write their last frames (bounded:
+                # a client not reading is cut).
+                await asyncio.wait(set(state.tasks), timeout=FORCED_S)
         finally:
             graceful.cancel()
             now.cancel()

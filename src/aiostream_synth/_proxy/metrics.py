@@ -71,8 +71,12 @@ class Metrics:
         if upstream_latency is not None:
             self.upstream_latency.observe(upstream_latency)
 
-    def render(self) -> str:
+    def render(self, open_streams: int = 0) -> str:
+        """The text exposition; ``open_streams`` is the gauge of streams open right now."""
         lines = [
+            "# HELP aiostream_synth_open_streams Streams open now (waiting for or sending their answer).",
+            "# TYPE aiostream_synth_open_streams gauge",
+            f"aiostream_synth_open_streams {open_streams}",
             "# HELP aiostream_synth_requests_total Requests by dialect, streaming and outcome.",
             "# TYPE aiostream_synth_requests_total counter",
         ]

@@ -52,8 +52,31 @@ _GRANIAN_CONCURRENCY = 1_000_000
 async def _drain_streams(app: ProxyApp, config: ProxyConfig) -> None:
     """The first SIGTERM/SIGINT on any server: open streams get ``drain_timeout`` to finish,
     the rest end with their terminal failure event."""
+    open_streams = app.shutdown.open_streams
+    LOG.info(
+        "shutdown: no new requests; %d open stream(s) get up to %g s to finish "
+        "(a second signal ends them at once)",
+        open_streams,
+        config.drain_timeout,
+    )
     aborted = await app.shutdown.shutdown(config.drain_timeout)
-    LOG.info("shutdown: drained, %d open stream(s) ended with a terminal failure", aborted)
+    if aborted:
+        LOG.warning(
+            "shutdown: %d of %d open stream(s) did not finish in %g s and ended with a "
+            "terminal failure event",
+            aborted,
+            open_streams,
+            config.drain_timeout,
+        )
+    else:
+        LOG.info("shutdown: drained, every open stream finished")
+
+
+def _end_streams_now(app: ProxyApp) -> None:
+    """The second SIGTERM/SIGINT: every open stream ends now with its terminal failure event
+    (a 503 before commit), rather than with its connection cut."""
+    ended = app.shutdown.abort_all("server stopped")
+    LOG.warning("shutdown: second signal, %d open stream(s) ended at once", ended)
 
 
 def _bind(config: ProxyConfig) -> socket.socket:
@@ -75,14 +98,20 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
 
     class DrainingServer(uvicorn.Server):
         draining = False
+        forced = False
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            if self.draining:  # a second signal: stop now
-                super().handle_exit(sig, frame)
+            loop = asyncio.get_running_loop()
+            if self.draining:  # a second signal: end the streams, then stop
+                self.forced = True
+                loop.call_soon_threadsafe(self._stop_now)
                 return
             self.draining = True
-            loop = asyncio.get_running_loop()
             loop.call_soon_threadsafe(lambda: loop.create_task(self._drain()))
+
+        def _stop_now(self) -> None:
+            _end_streams_now(app)
+            self.should_exit = True
 
         async def _drain(self) -> None:
             for server in getattr(self, "servers", []):
@@ -119,6 +148,8 @@ def _uvicorn(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> 
         )
     )
     server.run(sockets=[sock] if sock is not None else None)
+    if server.forced:
+        raise SystemExit(1)
 
 
 def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
@@ -199,7 +230,8 @@ def _granian(app: ProxyApp, config: ProxyConfig) -> None:
         draining: list[asyncio.Task[None]] = []
 
         def on_signal() -> None:
-            if draining:  # a second signal: stop now
+            if draining:  # a second signal: end the streams, then stop
+                _end_streams_now(app)
                 server.stop()  # type: ignore[no-untyped-call]
                 return
             draining.append(loop.create_task(drain()))
@@ -235,6 +267,7 @@ def _lean(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> Non
         sock=sock,
         backlog=_BACKLOG,
         drain=functools.partial(_drain_streams, app, config),
+        end_now=functools.partial(_end_streams_now, app),
         limits=lean_http.Limits(
             keep_alive_s=config.http_keep_alive_s,
             head_timeout_s=config.http_head_timeout_s,
@@ -247,12 +280,15 @@ def _lean(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> Non
         with contextlib.suppress(ImportError):
             import uvloop
 
-            uvloop.run(main)
+            forced = uvloop.run(main)
+            if forced:
+                raise SystemExit(1)
             return
         if config.loop == "uvloop":
             main.close()
             raise SystemExit("--loop uvloop needs uvloop installed")
-    asyncio.run(main)
+    if asyncio.run(main):
+        raise SystemExit(1)
 
 
 def _warm_up() -> None:
@@ -352,8 +388,30 @@ def unapplied_options(config: ProxyConfig) -> list[str]:
     ]
 
 
+def settings_line(config: ProxyConfig) -> str:
+    """The effective settings, logged once at startup: what serves, in front of what, with
+    which keepalive, deadline and limits (no secret: only whether a key is set)."""
+
+    def seconds(value: float | None) -> str:
+        return "none" if value is None else f"{value:g} s"
+
+    upstream = config.upstream or f"the embedded model ({config.model})"
+    api = config.upstream_api or "each client's own"
+    bridge = "" if config.upstream_api is None else f", bridge profile {config.bridge_profile}"
+    connections = "no cap" if config.max_connections is None else str(config.max_connections)
+    return (
+        f"settings: upstream {upstream}, API {api}{bridge}; keepalive every "
+        f"{seconds(config.keepalive_s)}, backend deadline {seconds(config.timeout)}, upstream "
+        f"read timeout {seconds(config.read_timeout)}; body limit {config.max_body_bytes} bytes, "
+        f"client connections per worker {connections}; coalesce {config.coalesce}; server "
+        f"{effective_server(config)} (loop {config.loop}), {config.workers} worker(s), drain "
+        f"{seconds(config.drain_timeout)}; inbound API key {'required' if config.api_key else 'none'}"
+    )
+
+
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
+    LOG.info("%s", settings_line(config))
     server = effective_server(config)
     if server != config.server:
         log = LOG.info if config.server == "lean" else LOG.warning  # lean: the default

@@ -81,8 +81,14 @@ class Failure:
 
     @property
     def type(self) -> str:
-        """OpenAI's error ``type``: ``server_error`` for 5xx, else ``invalid_request_error``."""
-        return "server_error" if self.status_code >= 500 else "invalid_request_error"
+        """OpenAI's error ``type``: ``server_error`` for 5xx; for a rate limit the meter OpenAI
+        names (``tokens`` when the message speaks of tokens, else ``requests``); else
+        ``invalid_request_error``."""
+        if self.status_code >= 500:
+            return "server_error"
+        if self.code == "rate_limit_exceeded":
+            return "tokens" if "token" in self.message.lower() else "requests"
+        return "invalid_request_error"
 
     def body(self) -> dict[str, Any]:
         """``{"error": {"message", "type", "param", "code"}}``."""

@@ -74,6 +74,8 @@ def anthropic_error(
 
     ``type`` is taken when it is already one of Anthropic's (else derived from the status)."""
     kind = type if type in _BY_STATUS.values() or type == "overloaded_error" else None
+    if kind == "invalid_request_error" and status_code in _BY_STATUS:
+        kind = None  # OpenAI's catch-all: the status says more (413 request_too_large, 404...)
     request_id = new_request_id()
     body: dict[str, Any] = {
         "type": "error",

@@ -330,9 +330,10 @@ def _is_replay_id(member: dict[str, Any], key: str) -> bool:
     return key == "id"
 
 
-def _missing_input(model: type[BaseModel], body: dict[str, Any]) -> ValidationError:
+def missing_key(model: type[BaseModel], body: dict[str, Any], key: str) -> ValidationError:
+    """pydantic's own error for a required top-level ``key`` that ``body`` lacks."""
     return ValidationError.from_exception_data(
-        model.__name__, [{"type": "missing", "loc": ("input",), "input": body}]
+        model.__name__, [{"type": "missing", "loc": (key,), "input": body}]
     )
 
 
@@ -356,7 +357,7 @@ def validate_streaming_responses_params(
     never mutated.
     """
     if require_input and "input" not in body:
-        raise _missing_input(params_model, body)
+        raise missing_key(params_model, body, "input")
     report = Removals() if removals is None else removals
     model = validate_params(
         params_model, body, report, member_fields=("tools", "input"), benign=_is_replay_id

@@ -10,11 +10,12 @@ from aiostream_synth._dialects.base import DialectSettings, Outcome
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._dialects.responses.sanitize import (
+    missing_key,
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
-from aiostream_synth._params.models import params_dict
+from aiostream_synth._params.models import ResponsesParams, params_dict
 from aiostream_synth._params.removals import Removals
 
 __all__ = ["RESPONSES"]
@@ -58,7 +59,9 @@ class ResponsesSpec(OpenAISpecBase):
         params_model: type[BaseModel] | None,
     ) -> PreparedRequest:
         """A body without ``input`` is forwarded (the upstream may answer it from
-        ``previous_response_id`` or ``prompt``), unlike the library's validator default."""
+        ``previous_response_id`` or ``prompt``), unlike the library's validator default. A
+        streaming body without ``model`` is a 400 naming it, as in the other dialects, unless it
+        names a stored ``prompt`` (which may carry the model)."""
         if not self.wants_stream(body):
             return PreparedRequest(dialect="responses", stream=False, params=body, body=body)
         removals = Removals()
@@ -75,6 +78,8 @@ class ResponsesSpec(OpenAISpecBase):
             model = validate_streaming_responses_params(
                 cleaned, require_input=False, removals=removals, **extra
             )
+            if "model" not in cleaned and "prompt" not in cleaned:
+                raise missing_key(params_model or ResponsesParams, cleaned, "model")
         except ValidationError as exc:
             raise validation_error(cleaned, exc, removals) from None
         return PreparedRequest(
