@@ -55,6 +55,14 @@ def _install_node_clients(session: nox.Session) -> None:
         return
     with session.chdir(CLIENTS):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    # Claude Code is a native binary its postinstall links over a placeholder; an npm that holds
+    # back install scripts leaves the placeholder, so run that step ourselves then.
+    claude = CLIENTS / "node_modules" / "@anthropic-ai" / "claude-code"
+    with (claude / "bin" / "claude.exe").open("rb") as binary:
+        native = binary.read(4) in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"MZ\x90\x00")
+    if not native:
+        with session.chdir(claude):
+            session.run("node", "install.cjs", external=True)
 
 
 @nox.session(python=PYTHONS)

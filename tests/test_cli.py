@@ -17,13 +17,18 @@ from aiostream_synth._proxy.config import ProxyConfig
 
 
 def test_demo_streams_a_slow_turn_in_each_dialect(capsys: pytest.CaptureFixture[str]) -> None:
-    """The demo starts the proxy, shows keepalives, then the chat chunks and the Responses events."""
+    """The demo starts the proxy, shows keepalives, then the chat chunks (with the answer text),
+    the Responses events and the Anthropic events."""
     assert main(["demo", "--delay", "0.3", "--keepalive", "0.1"]) == 0
     out = capsys.readouterr().out
-    assert ": keep-alive" in out
-    assert "data: [DONE]" in out
-    assert "response.in_progress #1" in out
-    assert "response.completed" in out.strip().splitlines()[-1]
+    chat, responses, messages = out.split("\n=== ")[1:]
+    assert ": keep-alive" in chat
+    assert """chunk delta={"content": "What's the weather in Paris?"}""" in chat
+    assert "data: [DONE]" in chat.strip().splitlines()[-1]
+    assert "response.in_progress #1" in responses
+    assert "response.completed" in responses.strip().splitlines()[-1]
+    assert "content_block_delta What's the weather in Paris?" in messages
+    assert "message_stop" in messages.strip().splitlines()[-1]
 
 
 def test_serve_options_map_onto_the_config() -> None:

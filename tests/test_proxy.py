@@ -868,9 +868,20 @@ def test_metrics_count_the_streams_open_now() -> None:
         assert "\naiostream_synth_open_streams 0\n" in http.get("/metrics").text
         body = _responses("[delay:30]")
         with http.stream("POST", "/v1/responses", json=body, timeout=60) as answer:
-            next(answer.iter_lines())  # committed: it is open
+            lines = answer.iter_lines()  # held: a dropped generator would close the response
+            next(lines)  # committed: it is open
             busy = http.get("/metrics").text
-        assert "\naiostream_synth_open_streams 1\n" in busy
+        assert "\naiostream_synth_open_streams 1\n" in busy, busy
+
+
+async def test_the_embedded_models_ids_are_unique_per_answer() -> None:
+    """Issue 37 #10: two identical turns are two answers with their own ids (a client pairing
+    tool outputs by call id must not see one id twice)."""
+    body = _responses("[tool:shell]", stream=False, tools=[{"type": "function", "name": "shell"}])
+    async with _http(_proxy()) as http:
+        first, second = [(await http.post("/v1/responses", json=body)).json() for _ in range(2)]
+    assert first["id"] != second["id"]
+    assert first["output"][0]["call_id"] != second["output"][0]["call_id"]
 
 
 async def test_a_rate_limit_names_its_meter_not_an_invalid_request() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -367,7 +368,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _demo(args.delay, args.keepalive)
 
 
+def _chat_line(line: str) -> str:
+    """A chat SSE line as the demo shows it: comments and ``[DONE]`` as they are, a chunk as
+    what it carries (its JSON would be cut before the answer text)."""
+    if not line.startswith("data: {"):
+        return line
+    chunk = json.loads(line.removeprefix("data: "))
+    if not chunk.get("choices"):
+        return f"chunk usage={json.dumps(chunk.get('usage'))[:100]}"
+    choice = chunk["choices"][0]
+    delta = {k: v for k, v in choice.get("delta", {}).items() if v is not None}
+    finish = f" finish_reason={choice['finish_reason']}" if choice.get("finish_reason") else ""
+    return f"chunk delta={json.dumps(delta, ensure_ascii=False)[:110]}{finish}"
+
+
 def _demo(delay: float, keepalive: float) -> int:
+    import anthropic
     import httpx
     import openai
     import uvicorn
@@ -399,7 +415,7 @@ def _demo(delay: float, keepalive: float) -> int:
         ):
             for line in response.iter_lines():
                 if line:
-                    print(f"[{time.monotonic() - start:5.2f}s] {line[:150]}")
+                    print(f"[{time.monotonic() - start:5.2f}s] {_chat_line(line)}")
         print("\n=== responses: the openai SDK's responses.create(stream=True), same backend delay")
         with openai.OpenAI(base_url=base, api_key="unused", max_retries=0) as client:
             start = time.monotonic()
@@ -410,6 +426,23 @@ def _demo(delay: float, keepalive: float) -> int:
                 print(
                     f"[{time.monotonic() - start:5.2f}s] {event.type} #{event.sequence_number} {detail!s:.80}"
                 )
+        print(
+            "\n=== anthropic: the anthropic SDK's messages.create(stream=True), same backend "
+            "delay (the SDK does not yield the pings that keep the stream alive meanwhile)"
+        )
+        root = base.removesuffix("/v1")
+        with anthropic.Anthropic(base_url=root, api_key="unused", max_retries=0) as claude:
+            start = time.monotonic()
+            for message_event in claude.messages.create(
+                model="demo",
+                max_tokens=256,
+                messages=[{"role": "user", "content": prompt}],
+                stream=True,
+            ):
+                delta = getattr(message_event, "delta", None)
+                shown = getattr(delta, "text", None) or getattr(delta, "thinking", None)
+                shown = shown or getattr(delta, "stop_reason", None) or ""
+                print(f"[{time.monotonic() - start:5.2f}s] {message_event.type} {shown!s:.80}")
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -1,4 +1,4 @@
-"""The embedded default backend: a deterministic model that echoes the last user message.
+"""The embedded default backend: a model that echoes the last user message (ids are random).
 
 So that ``aiostream-synth serve`` works with nothing else running. Bracketed directives in that
 message script the answer:
@@ -24,7 +24,6 @@ It answers all three APIs: Chat Completions, Responses and Anthropic Messages (C
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -35,6 +34,7 @@ from aiostream_synth._dialects.bridges.shapes import text_of
 from aiostream_synth._engine import tick
 from aiostream_synth._proxy.config import EMBEDDED_MODEL
 from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
 
@@ -157,10 +157,6 @@ def _count(value: Any) -> int:
         return max(0, int(value or 0))
     except (TypeError, ValueError, OverflowError):
         return 0
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha1("\x00".join(parts).encode()).hexdigest()[:24]
 
 
 class EmbeddedBackend:
@@ -299,7 +295,7 @@ class EmbeddedBackend:
         directives: dict[str, str],
         tool: dict[str, Any] | None,
     ) -> dict[str, Any]:
-        key = _digest("chat", prompt, answer)
+        key = random_hex(24)  # ids unique per answer, as a real model's
         message: dict[str, Any] = {"role": "assistant", "content": answer}
         finish = "length" if "incomplete" in directives else "stop"
         if "reasoning" in directives:
@@ -345,7 +341,7 @@ class EmbeddedBackend:
         directives: dict[str, str],
         tool: dict[str, Any] | None,
     ) -> dict[str, Any]:
-        key = _digest("responses", prompt, answer)
+        key = random_hex(24)  # ids unique per answer, as a real model's
         output: list[dict[str, Any]] = []
         if "reasoning" in directives:
             output.append(
@@ -415,11 +411,11 @@ class EmbeddedBackend:
         directives: dict[str, str],
         tool: dict[str, Any] | None,
     ) -> dict[str, Any]:
-        key = _digest("anthropic", prompt, answer)
+        key = random_hex(24)  # ids unique per answer, as a real model's
         content: list[dict[str, Any]] = []
         if "reasoning" in directives:
             thinking = f"The user said: {prompt}"
-            signature = "sig_" + _digest("signature", thinking)
+            signature = "sig_" + random_hex(24)
             content.append({"type": "thinking", "thinking": thinking, "signature": signature})
         stop_reason = "max_tokens" if "incomplete" in directives else "end_turn"
         if tool is not None:
