@@ -536,7 +536,7 @@ def _read_until(stream: Any, words: str) -> str:
     raise AssertionError(f"{words!r} never logged: {''.join(seen)}")
 
 
-@pytest.mark.parametrize("server", ["lean", "uvicorn"])
+@pytest.mark.parametrize("server", list(SERVERS))
 def test_a_second_signal_ends_every_open_stream_with_its_answer_and_exits_1(server: str) -> None:
     """Issue 37 #7: the first SIGTERM is logged when it arrives (not when the drain ends); the
     second ends the open streams at once, a committed one with its terminal event and one not

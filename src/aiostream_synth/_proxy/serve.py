@@ -168,21 +168,46 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
         import trio
         from hypercorn.trio import serve as trio_serve
 
+        forced = False
+
         async def trio_trigger() -> None:
+            nonlocal forced
+            # The receiver stays open through the drain: a second signal ends the streams now.
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    break
-            await _drain_streams(app, config)
+                await signals.__anext__()
+                async with trio.open_nursery() as nursery:
+
+                    async def on_second_signal() -> None:
+                        nonlocal forced
+                        await signals.__anext__()
+                        forced = True
+                        _end_streams_now(app)
+
+                    nursery.start_soon(on_second_signal)
+                    await _drain_streams(app, config)
+                    nursery.cancel_scope.cancel()
 
         trio.run(functools.partial(trio_serve, app, hc, shutdown_trigger=trio_trigger))  # type: ignore[arg-type]
+        if forced:
+            raise SystemExit(1)
         return
     from hypercorn.asyncio import serve as asyncio_serve
+
+    signals_seen = 0
 
     async def asyncio_main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            nonlocal signals_seen
+            signals_seen += 1
+            if signals_seen == 2:
+                _end_streams_now(app)
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
 
         async def trigger() -> None:
             await stop.wait()
@@ -191,6 +216,8 @@ def _hypercorn(app: ProxyApp, config: ProxyConfig) -> None:
         await asyncio_serve(app, hc, shutdown_trigger=trigger)  # type: ignore[arg-type]
 
     asyncio.run(asyncio_main())
+    if signals_seen > 1:
+        raise SystemExit(1)
 
 
 def _granian(app: ProxyApp, config: ProxyConfig) -> None:
@@ -231,6 +258,7 @@ def _granian(app: ProxyApp, config: ProxyConfig) -> None:
 
         def on_signal() -> None:
             if draining:  # a second signal: end the streams, then stop
+                forced.append(True)
                 _end_streams_now(app)
                 server.stop()  # type: ignore[no-untyped-call]
                 return
@@ -240,15 +268,20 @@ def _granian(app: ProxyApp, config: ProxyConfig) -> None:
             loop.add_signal_handler(sig, on_signal)
         await server.serve()
 
+    forced: list[bool] = []
     if config.loop in ("auto", "uvloop"):
         with contextlib.suppress(ImportError):
             import uvloop
 
             uvloop.run(main())
+            if forced:
+                raise SystemExit(1)
             return
         if config.loop == "uvloop":
             raise SystemExit("--loop uvloop needs uvloop installed")
     asyncio.run(main())
+    if forced:
+        raise SystemExit(1)
 
 
 def _lean(app: ProxyApp, config: ProxyConfig, sock: socket.socket | None) -> None:
