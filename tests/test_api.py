@@ -12,7 +12,7 @@ import aiostream_synth
 
 PACKAGE = pathlib.Path(aiostream_synth.__file__).parent
 #: The layers, bottom up: each is a folder and may import only the ones before it.
-LAYERS = ["_wire", "_params", "_dialects", "_engine", "_serving", "_proxy"]
+LAYERS = ["_wire", "_params", "_dialects", "_engine", "_store", "_serving", "_proxy"]
 #: The pure core (framing, params, dialects): no anyio, no engine, no web framework.
 CORE = LAYERS[:3]
 FORBIDDEN_IN_CORE = {

@@ -497,7 +497,6 @@ def test_user_content_parts() -> None:
         ({"previous_response_id": "resp_1"}, "previous_response_id"),
         ({"conversation": "conv_1"}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-        ({"background": True}, "background"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
         (
             {
@@ -523,6 +522,16 @@ def test_stateful_requests_are_a_400_naming_the_parameter(
         bridged({"input": "hi", **extra})
     assert caught.value.status_code == 400
     assert caught.value.body["error"]["param"] == param
+
+
+def test_background_mode_is_the_servers_to_serve_not_the_upstreams() -> None:
+    """Decision P12: ``background`` is prepared (flagged, removed from what the upstream gets,
+    reported) for the serving layer, which serves it from its store or refuses it (400)."""
+    prepared = bridged({"input": "hi", "background": True})
+    assert prepared.background is True
+    assert "background" not in prepared.params
+    assert "background" not in upstream_body({"input": "hi", "background": True})
+    assert [r.path for r in prepared.removals] == ["background"]
 
 
 # -- §8 check 23: top-level fields -------------------------------------------------------------

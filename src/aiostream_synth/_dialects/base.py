@@ -41,6 +41,8 @@ __all__ = [
     "ErrorResponse",
     "LocalRoute",
     "Outcome",
+    "Storage",
+    "StoredEvent",
     "StreamDialect",
 ]
 
@@ -113,8 +115,84 @@ class DialectSettings(Protocol):
     def anthropic_unknown_blocks(self) -> Literal["drop", "passthrough"]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """What a store needs to know of one event frame (decision P12)."""
+
+    #: Its ``sequence_number``.
+    sequence: int
+    #: It ends the response (no event follows it).
+    terminal: bool
+    #: The response object it carries, when it carries one.
+    response: dict[str, Any] | None
+
+
+class Storage(Protocol):
+    """A dialect whose answers can outlive their connection (background mode, retrieval,
+    resume, cancel): what serving needs of it, the store and the engine knowing no dialect."""
+
+    def new_id(self) -> str:
+        """A fresh id for a background response."""
+        ...
+
+    def background_dialect(
+        self, prepared: PreparedRequest, settings: DialectSettings, response_id: str
+    ) -> StreamDialect:
+        """The output options of a background response: every event numbered, the stream
+        opened by events at once (its id and object exist before the backend answers)."""
+        ...
+
+    def event(self, frame: bytes) -> StoredEvent | None:
+        """What ``frame`` (one SSE event as the dialect made it) is; None for a comment."""
+        ...
+
+    def failure_frames(
+        self, prepared: PreparedRequest, response_id: str, failure: Failure, sequence_start: int
+    ) -> list[bytes]:
+        """The events of a background response whose backend failed before its first event."""
+        ...
+
+    def cancelled_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
+        """The terminal event of a cancelled response (``obj``: the object as it stood)."""
+        ...
+
+    def cancelled(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` with the cancelled status."""
+        ...
+
+    def stores(self, body: dict[str, Any]) -> bool:
+        """Whether the answer to ``body`` is to be stored (retrievable, continuable)."""
+        ...
+
+    def previous(self, body: dict[str, Any]) -> str | None:
+        """The id of the stored response ``body`` continues, if it names one."""
+        ...
+
+    def input_items(self, body: dict[str, Any]) -> list[Any]:
+        """``body``'s own input, as a list of items."""
+        ...
+
+    def continued(self, body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
+        """``body`` with ``history`` in front of its input and no reference to it: what a
+        stateless backend needs to continue the conversation."""
+        ...
+
+    def history(self, stored_input: list[Any], obj: dict[str, Any]) -> list[Any]:
+        """The conversation a stored response ended: its input, then its output."""
+        ...
+
+    def continuable(self, obj: dict[str, Any]) -> bool:
+        """Whether a stored response (as its object stands) can be continued."""
+        ...
+
+
 class DialectSpec(Protocol):
     """A dialect as an HTTP API (see the module docstring)."""
+
+    @property
+    def storage(self) -> Storage | None:
+        """Its answers can be stored, retrieved, resumed and cancelled; None when they cannot."""
+        ...
 
     #: The name backends see in :class:`~aiostream_synth.BackendCall` (``"chat"``...).
     name: str

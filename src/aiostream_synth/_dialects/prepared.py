@@ -78,6 +78,10 @@ class PreparedRequest:
 
     dialect: Dialect
     stream: bool
+    #: Generated to its end whatever the client does, its events kept in a store for any
+    #: reader (Responses' ``background: true``; decision P12). ``stream`` says whether the
+    #: creating client reads them as they come or gets the response object at once.
+    background: bool = False
     params: dict[str, Any]
     ns_map: NamespaceMap = field(default_factory=dict)
     include_usage: bool = False

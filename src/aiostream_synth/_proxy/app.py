@@ -43,16 +43,14 @@ from aiostream_synth._proxy.upstream import UpstreamBackend
 from aiostream_synth._serving.asgi import (
     BackendCall,
     CompletionBackend,
-    Message,
-    Receive,
-    Scope,
-    Send,
     StreamSettings,
     SynthesizingApp,
     request_headers,
     send_answer,
     send_json,
 )
+from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
+from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._wire.errors import RequestError
 from aiostream_synth._wire.failures import classify_failure, log_internal
 
@@ -224,8 +222,14 @@ class ProxyApp:
             on_stream=self._opened,
             log_removals=False,  # the request line below carries them
         )
+        #: Background responses' store (``--store``; None: background mode refused).
+        self.store: MemoryStore | None = (
+            MemoryStore(max_bytes=config.store_max_bytes, ttl_s=config.store_ttl_s)
+            if config.store == "memory"
+            else None
+        )
         self.synth = SynthesizingApp(
-            self._timed_backend, settings, drain_timeout=config.drain_timeout
+            self._timed_backend, settings, drain_timeout=config.drain_timeout, store=self.store
         )
         self.shutdown = self.synth.shutdown
 

@@ -48,6 +48,7 @@ _CHOICES: dict[str, list[str]] = {
     "anthropic_unknown_blocks": ["drop", "passthrough"],
     "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
+    "store": ["memory", "off"],
     "upstream_api": list(DIALECT_NAMES),
     "bridge_profile": list(BRIDGE_PROFILES),
     "server": ["lean", "uvicorn", "hypercorn", "granian"],
@@ -84,6 +85,9 @@ _HELP = {
     "coalesce": "share one backend call: a retry after its client left or it failed (retries), any identical request (all), or never (off)",
     "coalesce_linger": "seconds a call whose clients all left waits for their retry before it is cancelled",
     "coalesce_window": "seconds a failed or abandoned call's outcome is kept for a retry",
+    "store": "where background responses (background: true) are kept for retrieval, resume and cancel: memory (this process), or off (background mode refused)",
+    "store_max_bytes": "the memory store's size limit, bytes; the oldest responses are evicted beyond it",
+    "store_ttl_s": "seconds a stored response is kept after its last event",
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn, lean)",
@@ -137,6 +141,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "coalesce_linger",
         "coalesce_window",
     ),
+    "stored responses (background mode)": ("store", "store_max_bytes", "store_ttl_s"),
     "server": (
         "host",
         "port",
@@ -172,7 +177,7 @@ def _shown_default(name: str, value: object, help_text: str) -> str:
         shown = "on" if value else "off"
     elif value is None:
         shown = "none"
-    elif name == "max_body_bytes" and isinstance(value, int) and value % 2**20 == 0:
+    elif name.endswith("_bytes") and isinstance(value, int) and value % 2**20 == 0:
         shown = f"{value} ({value // 2**20} MiB)"
     elif isinstance(value, float):
         shown = f"{value:g}"

@@ -85,6 +85,13 @@ class ProxyConfig:
     anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
     anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
     allow_unchecked_auto_mode: bool = False
+    #: Where background responses are kept for retrieval and resume (decision P12): ``memory``
+    #: (this process, bounded), or ``off`` (background mode is a 400).
+    store: Literal["memory", "off"] = "memory"
+    #: The memory store's bound: the oldest responses are evicted beyond it.
+    store_max_bytes: int = 256 * 2**20
+    #: Seconds a stored response is kept after its last event.
+    store_ttl_s: float = 3600.0
     #: Which identical requests share one backend call (a retry after a drop, by default).
     coalesce: Literal["retries", "all", "off"] = "retries"
     coalesce_linger: float = 0.9
@@ -147,7 +154,13 @@ class ProxyConfig:
                 )
         for name in ("coalesce_linger", "coalesce_window", "drain_timeout"):
             _check_seconds(name, getattr(self, name), positive=False)
-        for name, least in (("upstream_retries", 0), ("max_body_bytes", 1), ("workers", 1)):
+        _check_seconds("store_ttl_s", self.store_ttl_s, positive=True)
+        for name, least in (
+            ("upstream_retries", 0),
+            ("max_body_bytes", 1),
+            ("workers", 1),
+            ("store_max_bytes", 1),
+        ):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= least):
                 raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")

@@ -43,14 +43,14 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import anyio
 import anyio.abc
 
-from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute, Storage
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.registry import bridge_for, prepare_bridged
 from aiostream_synth._dialects.prepared import (
@@ -69,6 +69,10 @@ from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_co
 from aiostream_synth._engine.tick import now
 from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
+from aiostream_synth._serving.background import BackgroundResponses, owner_of
+from aiostream_synth._serving.chains import continue_chain, keep_finished
+from aiostream_synth._store.base import ResponseStore
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
@@ -101,10 +105,6 @@ __all__ = [
 
 LOG = logging.getLogger("aiostream_synth.asgi")
 
-Scope: TypeAlias = MutableMapping[str, Any]
-Message: TypeAlias = MutableMapping[str, Any]
-Receive: TypeAlias = Callable[[], Awaitable[Message]]
-Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
 #: The scope key a server may set to when it began receiving the request: a float on the event
 #: loop's clock (``loop.time()``, which is anyio's), taken before the app is called.
@@ -577,10 +577,13 @@ def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
         )
 
 
-def prepare(spec: DialectSpec, raw: bytes, settings: StreamSettings) -> PreparedRequest:
-    """The dialect's request preparation with the settings' sanitizer options, one log record
-    for what it removed (``log_removals``), then the ``on_prepared`` hook."""
-    body = parse_json_body(raw)
+def prepare(
+    spec: DialectSpec, raw: bytes | dict[str, Any], settings: StreamSettings
+) -> PreparedRequest:
+    """The dialect's request preparation (of the raw body, or of one already parsed) with the
+    settings' sanitizer options, one log record for what it removed (``log_removals``), then
+    the ``on_prepared`` hook."""
+    body = raw if isinstance(raw, dict) else parse_json_body(raw)
     if settings.upstream_api is None:
         prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
     else:
@@ -604,6 +607,7 @@ async def handle_request(
     shutdown: ShutdownSignal | None = None,
     task_group: TaskStarter | None = None,
     coalescer: Coalescer | None = None,
+    background: BackgroundResponses | None = None,
 ) -> None:
     """Serve one POST in a dialect (a spec, or its name) on the native path."""
     arrived = received_at(scope)
@@ -611,9 +615,16 @@ async def handle_request(
     spec = spec_for(spec)
     headers = request_headers(scope)
     extra = dict(spec.response_headers())
+    keep: _Keep | None = None
     try:
         refuse_when_closing(shutdown)
-        prepared = prepare(spec, await read_body(receive, settings.max_body_bytes), settings)
+        raw = await read_body(receive, settings.max_body_bytes)
+        if background is not None and spec.storage is not None:
+            # A stored conversation is continued before preparation (a bridge converts it all).
+            keep = await _continued(spec, spec.storage, raw, settings, headers, background)
+            prepared = prepare(spec, keep.body, settings)
+        else:
+            prepared = prepare(spec, raw, settings)
     except RequestError as exc:
         error = dialect_error(spec, exc)
         await send_answer(send, error, extra)
@@ -622,10 +633,29 @@ async def handle_request(
         return
     name, value = dropped_header(prepared.removals)
     extra[name.decode()] = value.decode()
+    if prepared.background:
+        await _start_background(
+            spec,
+            prepared,
+            backend,
+            settings,
+            headers,
+            task_group,
+            background,
+            receive,
+            send,
+            extra,
+            None if keep is None else keep.input_items,
+        )
+        return
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
         await send_answer(send, answer, extra)
+        if keep is not None and keep.stored and answer.status_code == 200:
+            await keep.finished(None, answer.body)
         return
+    if keep is not None and keep.stored:
+        send = keep.watching(send)
     stream = open_stream(
         spec, prepared, backend, settings, headers, task_group, coalescer, waiting_since=arrived
     )
@@ -641,6 +671,116 @@ async def handle_request(
     async with stream:
         with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
             await _write_until_disconnect(stream, receive, send, response_headers, hook)
+    if keep is not None and keep.stored:
+        await keep.finished(keep.last_write, None)
+
+
+class _Keep:
+    """A request whose answer is to be stored (decision P12): its body with its chain put in
+    front, the whole input, and the last write of its stream (which carries the response)."""
+
+    __slots__ = ("background", "body", "input_items", "last_write", "owner", "storage", "stored")
+
+    def __init__(
+        self,
+        background: BackgroundResponses,
+        storage: Storage,
+        body: dict[str, Any],
+        input_items: list[Any] | None,
+        owner: str,
+    ) -> None:
+        self.background = background
+        self.storage = storage
+        self.body = body
+        self.input_items = input_items
+        self.owner = owner
+        self.stored = storage.stores(body)
+        self.last_write: bytes | None = None
+
+    def watching(self, send: Send) -> Send:
+        """``send``, keeping the last body chunk written."""
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                self.last_write = message["body"]
+            await send(message)
+
+        return watched
+
+    async def finished(self, last_write: bytes | None, result: dict[str, Any] | None) -> None:
+        await keep_finished(
+            self.background.store, self.storage, last_write, result, self.owner, self.input_items
+        )
+
+
+async def _continued(
+    spec: DialectSpec,
+    storage: Storage,
+    raw: bytes,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+    background: BackgroundResponses,
+) -> _Keep:
+    owner = owner_of(headers)
+    bridged = settings.upstream_api is not None and settings.upstream_api != spec.name
+    body, input_items = await continue_chain(
+        background.store, storage, parse_json_body(raw), owner, bridged=bridged
+    )
+    return _Keep(background, storage, body, input_items, owner)
+
+
+async def _start_background(
+    spec: DialectSpec,
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+    task_group: TaskStarter | None,
+    background: BackgroundResponses | None,
+    receive: Receive,
+    send: Send,
+    extra: dict[str, str],
+    input_items: list[Any] | None,
+) -> None:
+    """A background request (decision P12): refused without a store, else started there."""
+    storage = spec.storage
+    if background is None or storage is None:
+        error = spec.error_response(
+            400,
+            "background mode needs a response store, and this server has none.",
+            param="background",
+            code="unsupported_parameter",
+        )
+        await send_answer(send, error, extra)
+        return
+    call = backend_call(backend, prepared, headers)
+    await background.create(
+        spec,
+        storage,
+        prepared,
+        call,
+        settings,
+        headers,
+        task_group,
+        receive,
+        send,
+        _header_pairs(extra),
+        input_items,
+    )
+
+
+def stored_route(
+    routes: Mapping[str, DialectSpec], path: str
+) -> tuple[DialectSpec, Storage, str, str] | None:
+    """``{dialect path}/{id}[/{action}]`` of a dialect that stores its answers: the dialect,
+    its storage, the id and the action (``""`` or ``"cancel"``); None for any other path."""
+    head, _, tail = path.rpartition("/")
+    for prefix, action in ((head, tail), (path, "")):
+        base, _, response_id = prefix.rpartition("/")
+        spec = routes.get(base)
+        if spec is not None and spec.storage is not None and response_id:
+            return spec, spec.storage, response_id, action if prefix == head else ""
+    return None
 
 
 async def answer_locally(
@@ -681,6 +821,7 @@ class SynthesizingApp:
         shutdown: ShutdownSignal | None = None,
         routes: Mapping[str, str] = DEFAULT_ROUTES,
         drain_timeout: float = 30.0,
+        store: ResponseStore | None = None,
     ) -> None:
         self.backend = backend
         self.settings = settings or StreamSettings()
@@ -694,6 +835,17 @@ class SynthesizingApp:
         }
         self.drain_timeout = drain_timeout
         self._backend_tasks: BackgroundTasks | None = None
+        #: Background responses over ``store`` (decision P12); None: background mode refused.
+        self.background: BackgroundResponses | None = (
+            None
+            if store is None
+            else BackgroundResponses(
+                store,
+                keepalive_interval=self.settings.keepalive_interval,
+                timeout=self.settings.timeout,
+                shutdown=self.shutdown,
+            )
+        )
         #: Shares backend calls between a request and its retries (set up by the lifespan).
         self.coalescer: Coalescer | None = None
 
@@ -709,6 +861,23 @@ class SynthesizingApp:
             await answer_locally(local[0], local[1], receive, send, self.settings)
             return
         spec = self.routes.get(path)
+        stored = (
+            None if spec is not None or self.background is None else stored_route(self.routes, path)
+        )
+        if stored is not None and self.background is not None:
+            spec, storage, response_id, action = stored
+            await self.background.answer(
+                spec,
+                storage,
+                response_id,
+                action,
+                scope["method"],
+                scope.get("query_string", b""),
+                request_headers(scope),
+                receive,
+                send,
+            )
+            return
         if spec is None:
             await send_json(
                 send,
@@ -738,6 +907,7 @@ class SynthesizingApp:
             self.shutdown,
             self._backend_tasks,
             self.coalescer,
+            self.background,
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

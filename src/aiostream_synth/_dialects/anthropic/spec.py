@@ -44,6 +44,8 @@ class AnthropicSpec:
     """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
 
     name: str = "anthropic"
+    #: No stored answers in this dialect (the API has no retrieval).
+    storage: None = None
     paths: tuple[str, ...] = ("/v1/messages", "/messages")
     upstream_path: str = "/messages"
     local_routes: Mapping[str, LocalRoute] = {

@@ -28,6 +28,8 @@ class ChatSpec(OpenAISpecBase):
     not_identifying = ("stream", "stream_options", "max_tokens", "max_completion_tokens")
 
     name: str = "chat"
+    #: No stored answers in this dialect (the API has no retrieval).
+    storage: None = None
     paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
     upstream_path: str = "/chat/completions"
 

@@ -14,9 +14,11 @@ from aiostream_synth._dialects.responses.sanitize import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )
+from aiostream_synth._dialects.responses.stored import RESPONSES_STORAGE, ResponsesStorage
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
 from aiostream_synth._params.models import ResponsesParams, params_dict
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._wire.errors import RequestError
 
 __all__ = ["RESPONSES"]
 
@@ -44,6 +46,7 @@ class ResponsesSpec(OpenAISpecBase):
     not_identifying = ("stream", "stream_options", "max_output_tokens")
 
     name: str = "responses"
+    storage: ResponsesStorage | None = RESPONSES_STORAGE
     paths: tuple[str, ...] = ("/v1/responses", "/responses")
     upstream_path: str = "/responses"
 
@@ -62,9 +65,22 @@ class ResponsesSpec(OpenAISpecBase):
         ``previous_response_id`` or ``prompt``), unlike the library's validator default. A
         streaming body without ``model`` is a 400 naming it, as in the other dialects, unless it
         names a stored ``prompt`` (which may carry the model)."""
-        if not self.wants_stream(body):
+        background = body.get("background") is True
+        if not self.wants_stream(body) and not background:
             return PreparedRequest(dialect="responses", stream=False, params=body, body=body)
         removals = Removals()
+        if background:
+            # Served by the proxy's store (decision P12): the backend makes one complete answer.
+            if body.get("store") is False:
+                raise RequestError(
+                    400,
+                    "background mode needs the response stored (store: true, the default): "
+                    "it is retrieved from the store.",
+                    param="background",
+                    code="invalid_value",
+                )
+            removals.add(("background",), "served by the proxy's store", benign=True)
+            body = {key: value for key, value in body.items() if key != "background"}
         extra: dict[str, Any] = {} if params_model is None else {"params_model": params_model}
         cleaned, ns_map = sanitize_streaming_responses_body(
             body,
@@ -84,7 +100,8 @@ class ResponsesSpec(OpenAISpecBase):
             raise validation_error(cleaned, exc, removals) from None
         return PreparedRequest(
             dialect="responses",
-            stream=True,
+            stream=self.wants_stream(body) or not background,
+            background=background,
             params=params_dict(model),
             ns_map=ns_map,
             echo={key: body[key] for key in _ECHO if key in body},

@@ -1,0 +1,110 @@
+"""Responses that outlive their connection (decision P12): what a store needs of the dialect.
+
+A response is stored unless its request says ``store: false`` (as upstream); a request naming
+a stored one in ``previous_response_id`` is continued by putting the stored conversation (that
+response's whole input, then its output) in front of its own input, for a backend that keeps
+no state. A background response streams like any other, except that its id is chosen before the backend
+is called and its first events (``response.created``, ``response.in_progress``) are sent at
+once, so that its object exists from the start. A cancelled one ends with ``response.failed``
+whose response has status ``cancelled`` (the SDK's event union has no cancelled event; its
+response status does) and no error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from aiostream_synth._dialects.base import DialectSettings, StoredEvent
+from aiostream_synth._dialects.prepared import PreparedRequest
+from aiostream_synth._dialects.responses.stream import ResponsesDialect
+from aiostream_synth._dialects.responses.synthesis import new_response_id, responses_failure_frames
+from aiostream_synth._wire.failures import Failure
+from aiostream_synth._wire.sse import event_frame
+
+__all__ = ["RESPONSES_STORAGE", "ResponsesStorage"]
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_DATA = b"\ndata: "
+
+
+class ResponsesStorage:
+    """See :class:`aiostream_synth._dialects.base.Storage`."""
+
+    def new_id(self) -> str:
+        return new_response_id()
+
+    def background_dialect(
+        self, prepared: PreparedRequest, settings: DialectSettings, response_id: str
+    ) -> ResponsesDialect:
+        return ResponsesDialect(
+            ns_map=prepared.ns_map,
+            fidelity=settings.responses_events,
+            base={**prepared.echo, "background": True},
+            keepalive="events",  # a stored stream's readers resume by sequence number
+            response_id=response_id,
+        )
+
+    def event(self, frame: bytes) -> StoredEvent | None:
+        start = frame.find(_DATA)
+        if not frame.startswith(b"event: ") or start < 0:
+            return None
+        payload = orjson.loads(frame[start + len(_DATA) :])
+        response = payload.get("response")
+        return StoredEvent(
+            sequence=int(payload["sequence_number"]),
+            terminal=payload.get("type") in _TERMINAL,
+            response=response if isinstance(response, dict) else None,
+        )
+
+    def failure_frames(
+        self, prepared: PreparedRequest, response_id: str, failure: Failure, sequence_start: int
+    ) -> list[bytes]:
+        return responses_failure_frames(
+            failure.message,
+            failure.code,
+            response_id,
+            include_created=sequence_start == 0,
+            fidelity="full",
+            base={**prepared.echo, "background": True},
+            sequence_start=sequence_start,
+        )
+
+    def cancelled(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return {**obj, "status": "cancelled", "error": None}
+
+    def cancelled_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
+        payload = {
+            "type": "response.failed",
+            "response": self.cancelled(obj),
+            "sequence_number": sequence_start,
+        }
+        return [event_frame("response.failed", payload)]
+
+    def stores(self, body: dict[str, Any]) -> bool:
+        return body.get("store") is not False  # stored by default, as upstream
+
+    def previous(self, body: dict[str, Any]) -> str | None:
+        previous = body.get("previous_response_id")
+        return previous if isinstance(previous, str) and previous else None
+
+    def input_items(self, body: dict[str, Any]) -> list[Any]:
+        items = body.get("input")
+        if isinstance(items, str):
+            return [{"type": "message", "role": "user", "content": items}]
+        return list(items) if isinstance(items, list) else []
+
+    def continued(self, body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
+        rest = {key: value for key, value in body.items() if key != "previous_response_id"}
+        return {**rest, "input": [*history, *self.input_items(body)]}
+
+    def history(self, stored_input: list[Any], obj: dict[str, Any]) -> list[Any]:
+        output = obj.get("output")
+        return [*stored_input, *(item for item in output or () if isinstance(item, dict))]
+
+    def continuable(self, obj: dict[str, Any]) -> bool:
+        return obj.get("status") in ("completed", "incomplete")
+
+
+RESPONSES_STORAGE = ResponsesStorage()

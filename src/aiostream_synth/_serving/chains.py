@@ -1,0 +1,99 @@
+"""Stored responses that later requests continue (decision P12): ``previous_response_id`` on a
+backend that keeps no state, and the storing of each finished response that may be continued.
+
+A request naming a stored response gets that response's conversation (its whole input, its
+chain's included, then its output) put in front of its own input before it is prepared, so a
+bridge converts the full history and a stateless upstream sees it all. An id the store does
+not hold (or holds for other credentials) is forwarded untouched to an upstream of the same
+API, which may hold it; a bridged request naming one is a 400 naming ``previous_response_id``.
+Each finished response whose request allows it (``store`` not false) is kept with that input,
+so the next turn is one store read whatever the chain's length.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiostream_synth._dialects.base import Storage
+from aiostream_synth._store.base import ResponseStore, StoreUnavailable
+from aiostream_synth._wire.errors import RequestError
+
+__all__ = ["continue_chain", "keep_finished"]
+
+LOG = logging.getLogger("aiostream_synth.background")
+
+
+async def continue_chain(
+    store: ResponseStore,
+    storage: Storage,
+    body: dict[str, Any],
+    owner: str,
+    *,
+    bridged: bool,
+) -> tuple[dict[str, Any], list[Any] | None]:
+    """``body`` with its chain put in front, and the whole input this response is made from
+    (None when part of it is known only to the upstream)."""
+    previous = storage.previous(body)
+    if previous is None:
+        return body, storage.input_items(body)
+    try:
+        stored = await store.get(previous)
+    except StoreUnavailable as exc:
+        raise RequestError(
+            503,
+            f"The response store is unavailable, so previous response '{previous}' cannot be "
+            f"read: {exc}",
+            code="store_unavailable",
+        ) from None
+    if stored is None or stored.owner != owner or stored.input is None:
+        if not bridged:
+            return body, None  # the upstream speaks this API and may hold it
+        raise RequestError(
+            400,
+            f"Previous response with id '{previous}' not found (it was never stored here, has "
+            "expired or was deleted).",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    if not storage.continuable(stored.object):
+        status = stored.object.get("status", "unfinished")
+        raise RequestError(
+            400,
+            f"Previous response with id '{previous}' cannot be continued: it is {status}.",
+            param="previous_response_id",
+            code="invalid_value",
+        )
+    history = storage.history(stored.input, stored.object)
+    continued = storage.continued(body, history)
+    return continued, storage.input_items(continued)
+
+
+async def keep_finished(
+    store: ResponseStore,
+    storage: Storage,
+    last_write: bytes | None,
+    result: dict[str, Any] | None,
+    owner: str,
+    input_items: list[Any] | None,
+) -> None:
+    """Store a finished response (from its stream's last write, or a non-streaming result) for
+    retrieval and continuation; a store failure is logged, the answer already sent."""
+    obj = result
+    if obj is None and last_write:
+        events = last_write.split(b"\n\n")
+        for frame in reversed(events):
+            event = storage.event(frame + b"\n\n") if frame else None
+            if event is not None:
+                obj = event.response if event.terminal else None
+                break
+    response_id = obj.get("id") if isinstance(obj, dict) else None
+    if not isinstance(response_id, str) or obj is None:
+        return
+    try:
+        await store.create(response_id, owner, obj, input_items=input_items)
+        await store.append(response_id, (), obj, done=True)
+    except (StoreUnavailable, OSError) as exc:
+        LOG.warning(
+            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
+        )

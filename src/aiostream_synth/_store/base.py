@@ -1,0 +1,82 @@
+"""The store interface: a response object and its numbered event frames, per response id.
+
+A background response's events are written here as they are made (``append``), with the
+response object as it stands; a reader replays them from any sequence number (``events``)
+and, on another replica, waits for more (``wait``). An implementation may fail
+(:class:`StoreUnavailable`): serving then keeps the live stream going and says resume is
+unavailable, never truncating what a connected client receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["ResponseStore", "StoreUnavailable", "StoredResponse"]
+
+
+class StoreUnavailable(Exception):
+    """The store could not be reached or refused the operation."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One stored response, as it stands."""
+
+    #: Whose it is (a digest of the credentials that created it): nobody else sees it.
+    owner: str
+    #: The response object as its latest event carried it.
+    object: dict[str, Any]
+    #: Its terminal event is stored: no event will follow.
+    done: bool
+    #: The sequence number of its last stored event (-1 before any).
+    last_sequence: int
+    #: The whole input it was made from (its chain's included), for a request continuing it;
+    #: None when it was not kept.
+    input: list[Any] | None = None
+
+
+class ResponseStore(Protocol):
+    """What serving needs of a store (every method may raise :class:`StoreUnavailable`)."""
+
+    async def create(
+        self,
+        response_id: str,
+        owner: str,
+        obj: dict[str, Any],
+        *,
+        input_items: list[Any] | None = None,
+    ) -> None:
+        """Start keeping ``response_id``: its object so far (no events) and the input it is
+        made from."""
+        ...
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The response as it stands, or None (never created, deleted or expired)."""
+        ...
+
+    async def append(
+        self,
+        response_id: str,
+        events: Sequence[tuple[int, bytes]],
+        obj: dict[str, Any] | None = None,
+        *,
+        done: bool = False,
+    ) -> None:
+        """Add numbered event frames (in order), the object when an event carried a new one,
+        and whether the last of them was terminal. Nothing happens for an unknown id."""
+        ...
+
+    async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
+        """The stored events numbered above ``after``, in order."""
+        ...
+
+    async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:
+        """Return once an event above ``after`` is stored, the response is done or gone, or
+        ``max_wait_s`` seconds have passed."""
+        ...
+
+    async def delete(self, response_id: str) -> bool:
+        """Forget the response; whether it was there."""
+        ...

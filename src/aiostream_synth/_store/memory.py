@@ -1,0 +1,184 @@
+"""The embedded store: in this process, bounded in bytes, each response kept for a TTL.
+
+The oldest response (by creation) is evicted first when the bytes held pass ``max_bytes``, and
+a response expires ``ttl_s`` after its last event; both are logged and counted
+(:attr:`MemoryStore.evicted`, :attr:`MemoryStore.expired`). Waiters are woken through anyio
+events, so it serves the readers of the process's own event loop (asyncio or trio).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import orjson
+
+from aiostream_synth._store.base import StoredResponse
+
+__all__ = ["MemoryStore"]
+
+LOG = logging.getLogger("aiostream_synth.store")
+
+#: Bytes counted per response besides its frames and object (the entry and its bookkeeping).
+_OVERHEAD = 512
+
+
+@dataclass(slots=True)
+class _Entry:
+    owner: str
+    object: dict[str, Any]
+    object_bytes: int
+    touched: float
+    input: list[Any] | None
+    events: list[tuple[int, bytes]] = field(default_factory=list)
+    event_bytes: int = 0
+    done: bool = False
+    changed: anyio.Event | None = None
+
+    @property
+    def size(self) -> int:
+        return _OVERHEAD + self.object_bytes + self.event_bytes
+
+    def notify(self) -> None:
+        changed, self.changed = self.changed, None
+        if changed is not None:
+            changed.set()
+
+
+class MemoryStore:
+    """A :class:`~aiostream_synth._store.base.ResponseStore` in this process's memory."""
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int = 256 * 2**20,
+        ttl_s: float = 3600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
+        if not ttl_s > 0:
+            raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s}")
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.bytes = 0
+        #: Responses evicted to stay within ``max_bytes``, and expired after their TTL.
+        self.evicted = 0
+        self.expired = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def create(
+        self,
+        response_id: str,
+        owner: str,
+        obj: dict[str, Any],
+        *,
+        input_items: list[Any] | None = None,
+    ) -> None:
+        self._expire()
+        old = self._entries.pop(response_id, None)
+        if old is not None:
+            self.bytes -= old.size
+        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), input_items)
+        if input_items is not None:
+            entry.event_bytes += len(orjson.dumps(input_items))
+        self._entries[response_id] = entry
+        self.bytes += entry.size
+        self._bound()
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        entry = self._live(response_id)
+        if entry is None:
+            return None
+        last = entry.events[-1][0] if entry.events else -1
+        return StoredResponse(entry.owner, entry.object, entry.done, last, entry.input)
+
+    async def append(
+        self,
+        response_id: str,
+        events: Sequence[tuple[int, bytes]],
+        obj: dict[str, Any] | None = None,
+        *,
+        done: bool = False,
+    ) -> None:
+        entry = self._live(response_id)
+        if entry is None:
+            return
+        before = entry.size
+        entry.events.extend(events)
+        entry.event_bytes += sum(len(frame) for _, frame in events)
+        if obj is not None:
+            entry.object = obj
+            entry.object_bytes = len(orjson.dumps(obj))
+        entry.done = entry.done or done
+        entry.touched = self._clock()
+        self.bytes += entry.size - before
+        entry.notify()
+        self._bound()
+
+    async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
+        entry = self._live(response_id)
+        if entry is None:
+            return []
+        return [event for event in entry.events if event[0] > after]
+
+    async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:
+        entry = self._live(response_id)
+        if entry is None or entry.done or (entry.events and entry.events[-1][0] > after):
+            return
+        if entry.changed is None:
+            entry.changed = anyio.Event()
+        changed = entry.changed
+        with anyio.move_on_after(max_wait_s):
+            await changed.wait()
+
+    async def delete(self, response_id: str) -> bool:
+        entry = self._entries.pop(response_id, None)
+        if entry is None:
+            return False
+        self.bytes -= entry.size
+        entry.notify()
+        return True
+
+    # -- bounds --------------------------------------------------------------------------------
+    def _live(self, response_id: str) -> _Entry | None:
+        entry = self._entries.get(response_id)
+        if entry is not None and self._clock() - entry.touched > self.ttl_s:
+            self._drop(response_id, "expired")
+            return None
+        return entry
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for response_id in [k for k, e in self._entries.items() if now - e.touched > self.ttl_s]:
+            self._drop(response_id, "expired")
+
+    def _bound(self) -> None:
+        while self.bytes > self.max_bytes and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            self._drop(oldest, "evicted")
+
+    def _drop(self, response_id: str, why: str) -> None:
+        entry = self._entries.pop(response_id)
+        self.bytes -= entry.size
+        entry.notify()
+        if why == "evicted":
+            self.evicted += 1
+            LOG.warning(
+                "store: evicted %s (%d bytes) to stay within %d bytes",
+                response_id,
+                entry.size,
+                self.max_bytes,
+            )
+        else:
+            self.expired += 1
+            LOG.info("store: %s expired after %g s", response_id, self.ttl_s)

@@ -1,0 +1,282 @@
+"""Responses that outlive their connection (issue 30, decision P12): background mode, retrieve,
+resume from a sequence number, several readers, cancel, delete — through the openai SDK, on a
+real server on asyncio (uvicorn) and on trio (hypercorn), with the embedded memory store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import ResponseFailedEvent, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._store.base import StoreUnavailable
+from aiostream_synth._store.memory import MemoryStore
+
+from .servers import serve
+
+EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
+
+
+@pytest.fixture(params=["uvicorn", "hypercorn-trio"])
+def proxy(request: pytest.FixtureRequest) -> Iterator[tuple[str, ProxyApp]]:
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1))
+    with serve(app, request.param, lifespan=True) as url:
+        yield url, app
+
+
+def _client(url: str, key: str = "k") -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=60)
+
+
+def _read_until(stream: Any, sequence: int) -> tuple[str, int]:
+    """Events of ``stream`` up to ``sequence`` (then the connection is dropped): the response
+    id and the last sequence number seen."""
+    response_id = ""
+    for event in stream:
+        response_id = getattr(getattr(event, "response", None), "id", None) or response_id
+        if event.sequence_number >= sequence:
+            stream.close()  # the client goes away mid-stream
+            return response_id, event.sequence_number
+    raise AssertionError("the stream ended before the sequence number")
+
+
+def test_a_dropped_stream_resumes_from_its_last_sequence_number(
+    proxy: tuple[str, ProxyApp],
+) -> None:
+    url, _ = proxy
+    with _client(url) as client:
+        created = client.responses.create(
+            model="m", input="resume me [delay:1]", background=True, stream=True
+        )
+        response_id, last = _read_until(created, 2)
+        # The SDK's own stream helper, resuming (it asks for every event, and skips to `last`).
+        with client.responses.stream(response_id=response_id, starting_after=last) as stream:
+            resumed = [event.sequence_number for event in stream]
+            final = stream.get_final_response()
+        # The server-side filter: only the events after `last`.
+        replayed = [
+            event.sequence_number
+            for event in client.responses.retrieve(response_id, stream=True, starting_after=last)
+        ]
+        retrieved = client.responses.retrieve(response_id)
+    assert resumed[0] == replayed[0] == last + 1
+    assert resumed == replayed == list(range(last + 1, resumed[-1] + 1))  # none lost, none twice
+    assert final.output_text == "resume me"
+    assert final.id == response_id
+    assert retrieved.status == "completed"
+    # The stored object is what the stream built (the stream helper adds its `parsed` fields).
+    assert _unparsed(retrieved.model_dump(mode="json")) == _unparsed(final.model_dump(mode="json"))
+
+
+def _unparsed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _unparsed(v) for k, v in value.items() if k not in ("parsed", "parsed_arguments")
+        }
+    if isinstance(value, list):
+        return [_unparsed(v) for v in value]
+    return value
+
+
+def test_a_background_request_without_stream_gets_its_object_at_once(
+    proxy: tuple[str, ProxyApp],
+) -> None:
+    url, app = proxy
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="later [delay:30]", background=True)
+        assert created.status == "in_progress"
+        assert created.background is True
+        assert client.responses.retrieve(created.id).status == "in_progress"
+        assert app.synth.background is not None
+        assert app.synth.background.generating == 1
+        cancelled = client.responses.cancel(created.id)
+    assert cancelled.status == "cancelled"
+
+
+def test_three_readers_at_once_see_the_same_events(proxy: tuple[str, ProxyApp]) -> None:
+    url, _ = proxy
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="for all [delay:1]", background=True)
+        seen: list[list[dict[str, Any]]] = [[], [], []]
+
+        def read(into: list[dict[str, Any]]) -> None:
+            with _client(url) as reader:
+                for event in reader.responses.retrieve(created.id, stream=True):
+                    into.append(event.model_dump(mode="json"))
+
+        readers = [threading.Thread(target=read, args=(into,)) for into in seen]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout=60)
+        late = [
+            e.model_dump(mode="json") for e in client.responses.retrieve(created.id, stream=True)
+        ]
+    assert seen[0] == seen[1] == seen[2] == late  # a reader after the end replays them all
+    assert [e["sequence_number"] for e in late] == list(range(len(late)))
+    assert late[-1]["type"] == "response.completed"
+    for event in late:
+        EVENTS.validate_python(event, strict=True)
+
+
+def test_cancel_ends_every_reader_with_a_terminal_event(proxy: tuple[str, ProxyApp]) -> None:
+    url, _ = proxy
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="never [delay:600]", background=True)
+        stream = client.responses.retrieve(created.id, stream=True)
+        events = iter(stream)
+        assert next(events).type == "response.created"
+        cancelled = client.responses.cancel(created.id)
+        rest = list(events)
+        again = client.responses.retrieve(created.id)
+        with pytest.raises(openai.BadRequestError, match="already cancelled"):
+            client.responses.cancel(created.id)
+    assert cancelled.status == again.status == "cancelled"
+    terminal = rest[-1]
+    assert isinstance(terminal, ResponseFailedEvent)
+    assert terminal.response.status == "cancelled"
+    assert terminal.response.error is None
+    EVENTS.validate_python(terminal.model_dump(mode="json"), strict=True)
+
+
+def test_delete_forgets_and_other_credentials_never_see_it(proxy: tuple[str, ProxyApp]) -> None:
+    url, _ = proxy
+    with _client(url) as client, _client(url, key="someone else") as other:
+        created = client.responses.create(model="m", input="mine", background=True)
+        with pytest.raises(openai.NotFoundError):
+            other.responses.retrieve(created.id)
+        with pytest.raises(openai.NotFoundError):
+            other.responses.cancel(created.id)
+        with pytest.raises(openai.NotFoundError):
+            other.responses.delete(created.id)
+        assert client.responses.retrieve(created.id).id == created.id
+        client.responses.delete(created.id)
+        with pytest.raises(openai.NotFoundError, match=f"'{created.id}' not found"):
+            client.responses.retrieve(created.id)
+
+
+def test_a_failed_background_response_is_stored_as_failed(proxy: tuple[str, ProxyApp]) -> None:
+    url, _ = proxy
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="[error:400]", background=True)
+        events = list(client.responses.retrieve(created.id, stream=True))
+        retrieved = client.responses.retrieve(created.id)
+    assert events[-1].type == "response.failed"
+    assert retrieved.status == "failed"
+    assert retrieved.error is not None
+    assert "simulated HTTP 400" in retrieved.error.message
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "param"),
+    [
+        ("GET", "/v1/responses/resp_nope", None, 404, None),
+        ("POST", "/v1/responses/resp_nope/cancel", None, 404, None),
+        ("DELETE", "/v1/responses/resp_nope", None, 404, None),
+        ("GET", "/v1/responses/resp_nope/input_items", None, 404, None),
+        ("POST", "/v1/responses/resp_nope", None, 405, None),
+        (
+            "POST",
+            "/v1/responses",
+            {"model": "m", "input": "x", "background": True, "store": False},
+            400,
+            "background",
+        ),
+    ],
+)
+def test_refusals_say_why(
+    proxy: tuple[str, ProxyApp],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    status: int,
+    param: str | None,
+) -> None:
+    url, _ = proxy
+    answer = httpx.request(method, url + path, json=body, timeout=30)
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["message"]
+    assert error["param"] == param
+
+
+def test_a_starting_after_that_is_no_number_is_a_400(proxy: tuple[str, ProxyApp]) -> None:
+    url, _ = proxy
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="x", background=True)
+    answer = httpx.get(
+        f"{url}/v1/responses/{created.id}",
+        params={"stream": "true", "starting_after": "three"},
+        headers={"authorization": "Bearer k"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "starting_after"
+
+
+def test_without_a_store_background_mode_is_a_400_naming_it() -> None:
+    with serve(ProxyApp(ProxyConfig(store="off")), "uvicorn", lifespan=True) as url:
+        answer = httpx.post(
+            f"{url}/v1/responses", json={"model": "m", "input": "x", "background": True}
+        )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "background"
+
+
+def test_background_through_a_bridge_to_a_chat_upstream() -> None:
+    """The proxy serves background mode itself: a chat-only upstream never sees it."""
+    with (
+        serve(ProxyApp(ProxyConfig()), "uvicorn", lifespan=True) as upstream,
+        serve(
+            ProxyApp(ProxyConfig(upstream=f"{upstream}/v1", upstream_api="chat", keepalive_s=0.1)),
+            "uvicorn",
+            lifespan=True,
+        ) as url,
+        _client(url) as client,
+    ):
+        created = client.responses.create(model="m", input="bridged", background=True)
+        with client.responses.stream(response_id=created.id) as stream:
+            final = stream.get_final_response()
+    assert final.output_text == "bridged"
+
+
+class FailingStore(MemoryStore):
+    """A store that stops taking writes after ``good`` of them."""
+
+    def __init__(self, good: int) -> None:
+        super().__init__()
+        self.good = good
+
+    async def append(self, *args: Any, **kwargs: Any) -> None:
+        self.good -= 1
+        if self.good < 0:
+            raise StoreUnavailable("the store went away")
+        await super().append(*args, **kwargs)
+
+
+def test_a_store_that_fails_mid_stream_never_cuts_the_live_stream(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1))
+    assert app.synth.background is not None
+    app.synth.background.store = FailingStore(good=2)
+    with (
+        serve(app, "uvicorn", lifespan=True) as url,
+        _client(url) as client,
+        client.responses.stream(
+            model="m", input="keep going [delay:0.5]", background=True
+        ) as stream,
+    ):
+        final = stream.get_final_response()
+        # Resume then says it is unavailable (a partial record is neither replayed nor "unknown").
+        with pytest.raises(openai.InternalServerError, match="store failed") as refused:
+            client.responses.retrieve(final.id)
+    assert refused.value.status_code == 503
+    assert final.output_text == "keep going"
+    assert app.synth.background.store_failures >= 1
+    assert "store write failed" in caplog.text

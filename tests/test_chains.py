@@ -1,0 +1,159 @@
+"""``previous_response_id`` on a stateless backend (issue 30, decision P12): the stored
+conversation is put in front of the new input before the backend, or a bridge, sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+
+from .fake_chat_upstream import ANSWER, FakeChatUpstream
+from .servers import serve
+
+
+@pytest.fixture(params=["uvicorn", "hypercorn-trio"])
+def bridged(request: pytest.FixtureRequest) -> Iterator[tuple[openai.OpenAI, FakeChatUpstream]]:
+    """A proxy bridging Responses clients to a chat-only upstream that records every request."""
+    upstream = FakeChatUpstream()
+    with (
+        serve(upstream, "uvicorn") as upstream_url,
+        serve(
+            ProxyApp(ProxyConfig(upstream=upstream_url, upstream_api="chat", keepalive_s=0.1)),
+            request.param,
+            lifespan=True,
+        ) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=60) as client,
+    ):
+        yield client, upstream
+
+
+def _conversation(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    def text(content: Any) -> str:
+        if isinstance(content, str):
+            return content
+        return "".join(part.get("text", "") for part in content or ())
+
+    return [(m["role"], text(m.get("content"))) for m in messages if m["role"] != "system"]
+
+
+def test_a_three_turn_chain_reaches_a_chat_upstream_as_one_history(
+    bridged: tuple[openai.OpenAI, FakeChatUpstream],
+) -> None:
+    client, upstream = bridged
+    first = client.responses.create(model="m", input="first", instructions="Be brief.")
+    with client.responses.stream(
+        model="m", input="second", previous_response_id=first.id
+    ) as stream:
+        second = stream.get_final_response()
+    third = client.responses.create(
+        model="m",
+        input=[{"role": "user", "content": "third"}],
+        previous_response_id=second.id,
+        background=True,
+    )
+    with client.responses.stream(response_id=third.id) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == ANSWER
+    assert _conversation(upstream.bodies[-1]["messages"]) == [
+        ("user", "first"),
+        ("assistant", ANSWER),
+        ("user", "second"),
+        ("assistant", ANSWER),
+        ("user", "third"),
+    ]
+    # Instructions are not carried over a chain (as upstream): only the first turn had them.
+    assert upstream.bodies[0]["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert upstream.bodies[-1]["messages"][0]["role"] == "user"
+
+
+def test_an_unknown_previous_response_on_a_bridge_is_a_400_naming_it(
+    bridged: tuple[openai.OpenAI, FakeChatUpstream],
+) -> None:
+    client, upstream = bridged
+    with pytest.raises(openai.BadRequestError, match="resp_unknown") as refused:
+        client.responses.create(model="m", input="x", previous_response_id="resp_unknown")
+    assert refused.value.param == "previous_response_id"
+    assert upstream.bodies == []
+
+
+def test_another_key_cannot_continue_a_response(
+    bridged: tuple[openai.OpenAI, FakeChatUpstream],
+) -> None:
+    client, _ = bridged
+    first = client.responses.create(model="m", input="mine")
+    other = client.with_options(api_key="someone else")
+    with pytest.raises(openai.BadRequestError, match="not found"):
+        other.responses.create(model="m", input="x", previous_response_id=first.id)
+
+
+def test_a_response_stored_false_cannot_be_continued(
+    bridged: tuple[openai.OpenAI, FakeChatUpstream],
+) -> None:
+    client, _ = bridged
+    first = client.responses.create(model="m", input="forget me", store=False)
+    with pytest.raises(openai.BadRequestError, match="not found"):
+        client.responses.create(model="m", input="x", previous_response_id=first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+
+
+def test_an_unfinished_response_cannot_be_continued() -> None:
+    with (
+        serve(ProxyApp(ProxyConfig(keepalive_s=0.1)), "uvicorn", lifespan=True) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
+    ):
+        running = client.responses.create(model="m", input="slow [delay:600]", background=True)
+        with pytest.raises(openai.BadRequestError, match="in_progress"):
+            client.responses.create(model="m", input="x", previous_response_id=running.id)
+        client.responses.cancel(running.id)
+
+
+def test_an_id_unknown_here_is_forwarded_to_an_upstream_of_the_same_api() -> None:
+    """It may be the upstream's own (a stateful Responses server): not ours to refuse."""
+    seen: list[dict[str, Any]] = []
+
+    async def upstream(scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        import json
+
+        seen.append(json.loads(body))
+        answer = {
+            "id": "resp_up",
+            "object": "response",
+            "created_at": 0,
+            "model": "m",
+            "status": "completed",
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+    with (
+        serve(upstream, "uvicorn") as upstream_url,
+        serve(ProxyApp(ProxyConfig(upstream=upstream_url)), "uvicorn", lifespan=True) as url,
+    ):
+        answer = httpx.post(
+            f"{url}/v1/responses",
+            json={"model": "m", "input": "x", "previous_response_id": "resp_theirs"},
+        )
+    assert answer.status_code == 200
+    assert seen[0]["previous_response_id"] == "resp_theirs"

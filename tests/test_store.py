@@ -1,0 +1,93 @@
+"""The embedded memory store (issue 30): bounded in bytes (oldest evicted first, logged and
+counted), a TTL after the last event, waiters woken by new events, on asyncio and trio."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import pytest
+
+from aiostream_synth._store.memory import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_events_are_replayed_from_any_sequence_number() -> None:
+    store = MemoryStore()
+    await store.create("r1", "owner", {"id": "r1"})
+    await store.append("r1", [(0, b"a"), (1, b"b")], {"id": "r1", "status": "in_progress"})
+    await store.append("r1", [(2, b"c")], {"id": "r1", "status": "completed"}, done=True)
+    stored = await store.get("r1")
+    assert stored is not None
+    assert (stored.owner, stored.done, stored.last_sequence) == ("owner", True, 2)
+    assert stored.object["status"] == "completed"
+    assert await store.events("r1", -1) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert await store.events("r1", 1) == [(2, b"c")]
+    assert await store.events("r1", 2) == []
+    assert await store.delete("r1")
+    assert await store.get("r1") is None
+    assert not await store.delete("r1")
+
+
+async def test_the_oldest_response_is_evicted_beyond_the_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore(max_bytes=4000)
+    for name in ("old", "mid", "new"):
+        await store.create(name, "o", {"id": name})
+        await store.append(name, [(0, b"x" * 1000)])
+    assert store.bytes <= store.max_bytes
+    assert await store.get("old") is None
+    assert await store.get("new") is not None
+    assert store.evicted == 1
+    assert "store: evicted old" in caplog.text
+    assert caplog.records[-1].levelno == logging.WARNING
+
+
+async def test_a_response_expires_its_ttl_after_its_last_event() -> None:
+    now = [100.0]
+    store = MemoryStore(ttl_s=10, clock=lambda: now[0])
+    await store.create("r1", "o", {"id": "r1"})
+    now[0] += 9
+    await store.append("r1", [(0, b"a")])  # an event: its TTL starts again
+    now[0] += 9
+    assert await store.get("r1") is not None
+    now[0] += 2
+    assert await store.get("r1") is None
+    assert store.expired == 1
+    assert store.bytes == 0
+
+
+async def test_a_waiter_wakes_on_the_next_event_and_on_the_end() -> None:
+    store = MemoryStore()
+    await store.create("r1", "o", {"id": "r1"})
+    woke: list[int] = []
+
+    async def wait_for_more(after: int) -> None:
+        await store.wait("r1", after, max_wait_s=60)
+        woke.append(after)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait_for_more, -1)
+        await anyio.wait_all_tasks_blocked()
+        assert woke == []
+        await store.append("r1", [(0, b"a")])
+        await anyio.wait_all_tasks_blocked()
+        assert woke == [-1]
+        group.start_soon(wait_for_more, 0)
+        await anyio.wait_all_tasks_blocked()
+        await store.append("r1", [], done=True)
+    assert woke == [-1, 0]
+
+
+async def test_a_wait_on_an_unknown_or_finished_response_returns_at_once() -> None:
+    store = MemoryStore()
+    with anyio.fail_after(5):
+        await store.wait("nope", -1, max_wait_s=60)
+
+
+@pytest.mark.parametrize(("max_bytes", "ttl_s"), [(0, 1.0), (10, 0.0), (10, -1.0)])
+def test_bounds_are_checked(max_bytes: int, ttl_s: float) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        MemoryStore(max_bytes=max_bytes, ttl_s=ttl_s)
