@@ -18,16 +18,34 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
 
-from .servers import serve
+from .redis_server import redis_server
+from .servers import free_port, serve
 
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
 
-@pytest.fixture(params=["uvicorn", "hypercorn-trio"])
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as (url, _):
+        yield url
+
+
+@pytest.fixture(
+    params=[
+        ("uvicorn", "memory"),
+        ("hypercorn-trio", "memory"),
+        ("uvicorn", "redis"),
+        ("hypercorn-trio", "redis"),
+    ],
+    ids="-".join,
+)
 def proxy(request: pytest.FixtureRequest) -> Iterator[tuple[str, ProxyApp]]:
-    app = ProxyApp(ProxyConfig(keepalive_s=0.1))
-    with serve(app, request.param, lifespan=True) as url:
-        yield url, app
+    """The proxy on asyncio (uvicorn) and trio (hypercorn), on each store."""
+    server, store = request.param
+    url = request.getfixturevalue("redis_url") if store == "redis" else "memory"
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=url))
+    with serve(app, server, lifespan=True) as base:
+        yield base, app
 
 
 def _client(url: str, key: str = "k") -> openai.OpenAI:
@@ -280,3 +298,80 @@ def test_a_store_that_fails_mid_stream_never_cuts_the_live_stream(
     assert final.output_text == "keep going"
     assert app.synth.background.store_failures >= 1
     assert "store write failed" in caplog.text
+
+
+def test_redis_going_away_mid_stream_never_cuts_the_live_stream(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A store server killed while a response is generated: the connected reader gets every
+    event to the end; the failure is logged and counted; retrieving it says the store failed."""
+    with redis_server() as (url, redis):
+        app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=url))
+        with (
+            serve(app, "uvicorn", lifespan=True) as base,
+            _client(base) as client,
+            client.responses.stream(
+                model="m", input="survive [delay:1]", background=True
+            ) as stream,
+        ):
+            events = iter(stream)
+            assert next(events).type == "response.created"
+            redis.kill()
+            redis.wait()
+            rest = [event.type for event in events]
+            final = stream.get_final_response()
+            with pytest.raises(openai.InternalServerError) as refused:
+                client.responses.retrieve(final.id)
+    assert rest[-1] == "response.completed"
+    assert final.output_text == "survive"
+    assert refused.value.status_code == 503
+    assert app.synth.background is not None
+    assert app.synth.background.store_failures >= 1
+    assert "store write failed" in caplog.text
+
+
+def test_two_proxies_on_one_redis_serve_each_others_responses(redis_url: str) -> None:
+    """The shared store: a response made behind one proxy is retrieved and replayed from the
+    other (the first step of a fleet)."""
+    with (
+        serve(
+            ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url)), "uvicorn", lifespan=True
+        ) as one,
+        serve(
+            ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url)), "hypercorn-trio", lifespan=True
+        ) as two,
+        _client(one) as first,
+        _client(two) as second,
+    ):
+        created = first.responses.create(model="m", input="shared [delay:0.3]", background=True)
+        with second.responses.stream(response_id=created.id) as stream:
+            final = stream.get_final_response()  # followed live, through Redis
+        replayed = [e.sequence_number for e in second.responses.retrieve(created.id, stream=True)]
+        continued = second.responses.create(
+            model="m", input="and more", previous_response_id=created.id
+        )
+    assert final.output_text == "shared"
+    assert replayed == list(range(len(replayed)))
+    assert continued.status == "completed"
+
+
+def test_a_redis_store_that_does_not_answer_is_one_line_at_startup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from aiostream_synth._proxy.cli import main
+
+    port = free_port()  # nothing listens there
+    assert main(["serve", "--port", "0", "--store", f"redis://127.0.0.1:{port}/0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("aiostream-synth: the response store cannot be used: RedisStore(")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_store_that_is_no_url_is_an_error_naming_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from aiostream_synth._proxy.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--store", "127.0.0.1:6379"])
+    assert "store must be memory, off, or a redis://" in capsys.readouterr().err

@@ -1,21 +1,52 @@
-"""The embedded memory store (issue 30): bounded in bytes (oldest evicted first, logged and
-counted), a TTL after the last event, waiters woken by new events, on asyncio and trio."""
+"""The stores (issue 30): what each one does (replay from any sequence number, waiters woken by
+new events, delete), on the memory store and on a real Redis, on asyncio and trio; and the
+memory store's bounds (oldest evicted first, logged and counted; a TTL after the last event)."""
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import anyio
 import pytest
 
+from aiostream_synth._store.base import ResponseStore
 from aiostream_synth._store.memory import MemoryStore
+from aiostream_synth._store.redis import RedisStore
+
+from .redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_events_are_replayed_from_any_sequence_number() -> None:
-    store = MemoryStore()
-    await store.create("r1", "owner", {"id": "r1"})
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Both loops on real clocks: a Redis server answers in real time (trio's autojumping
+    MockClock would expire every network deadline at once)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as (url, _):
+        yield url
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[ResponseStore]:
+    chosen: Any = (
+        MemoryStore()
+        if request.param == "memory"
+        else RedisStore(request.getfixturevalue("redis_url"), prefix=f"t{uuid.uuid4().hex}:")
+    )
+    async with chosen:
+        yield chosen
+
+
+async def test_events_are_replayed_from_any_sequence_number(store: ResponseStore) -> None:
+    await store.create("r1", "owner", {"id": "r1"}, input_items=[{"role": "user", "content": "x"}])
     await store.append("r1", [(0, b"a"), (1, b"b")], {"id": "r1", "status": "in_progress"})
     await store.append("r1", [(2, b"c")], {"id": "r1", "status": "completed"}, done=True)
     stored = await store.get("r1")
@@ -25,9 +56,11 @@ async def test_events_are_replayed_from_any_sequence_number() -> None:
     assert await store.events("r1", -1) == [(0, b"a"), (1, b"b"), (2, b"c")]
     assert await store.events("r1", 1) == [(2, b"c")]
     assert await store.events("r1", 2) == []
+    assert stored.input == [{"role": "user", "content": "x"}]
     assert await store.delete("r1")
     assert await store.get("r1") is None
     assert not await store.delete("r1")
+    assert await store.events("r1", -1) == []
 
 
 async def test_the_oldest_response_is_evicted_beyond_the_bound(
@@ -59,8 +92,7 @@ async def test_a_response_expires_its_ttl_after_its_last_event() -> None:
     assert store.bytes == 0
 
 
-async def test_a_waiter_wakes_on_the_next_event_and_on_the_end() -> None:
-    store = MemoryStore()
+async def test_a_waiter_wakes_on_the_next_event(store: ResponseStore) -> None:
     await store.create("r1", "o", {"id": "r1"})
     woke: list[int] = []
 
@@ -68,23 +100,35 @@ async def test_a_waiter_wakes_on_the_next_event_and_on_the_end() -> None:
         await store.wait("r1", after, max_wait_s=60)
         woke.append(after)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(wait_for_more, -1)
-        await anyio.wait_all_tasks_blocked()
-        assert woke == []
-        await store.append("r1", [(0, b"a")])
-        await anyio.wait_all_tasks_blocked()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_for_more, -1)
+            await anyio.wait_all_tasks_blocked()
+            assert woke == []
+            await store.append("r1", [(0, b"a")])
         assert woke == [-1]
-        group.start_soon(wait_for_more, 0)
-        await anyio.wait_all_tasks_blocked()
-        await store.append("r1", [], done=True)
-    assert woke == [-1, 0]
+        await store.wait("r1", -1, max_wait_s=60)  # there is one already: at once
 
 
-async def test_a_wait_on_an_unknown_or_finished_response_returns_at_once() -> None:
+async def test_a_wait_on_an_unknown_or_finished_memory_response_returns_at_once() -> None:
     store = MemoryStore()
     with anyio.fail_after(5):
         await store.wait("nope", -1, max_wait_s=60)
+        await store.create("r1", "o", {"id": "r1"})
+        await store.append("r1", [], done=True)
+        await store.wait("r1", -1, max_wait_s=60)
+
+
+async def test_a_redis_wait_returns_after_its_longest_wait(redis_url: str) -> None:
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        await store.create("r1", "o", {"id": "r1"})
+        with anyio.fail_after(10):
+            await store.wait("r1", -1, max_wait_s=0.05)
+
+
+def test_a_redis_url_is_checked() -> None:
+    with pytest.raises(ValueError, match="redis://host:port/db"):
+        RedisStore("127.0.0.1:6379")
 
 
 @pytest.mark.parametrize(("max_bytes", "ttl_s"), [(0, 1.0), (10, 0.0), (10, -1.0)])

@@ -50,6 +50,7 @@ from aiostream_synth._serving.asgi import (
     send_json,
 )
 from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
+from aiostream_synth._store.base import ResponseStore
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._wire.errors import RequestError
 from aiostream_synth._wire.failures import classify_failure, log_internal
@@ -111,6 +112,17 @@ class _Record:
 _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
     "aiostream_synth_record", default=None
 )
+
+
+def open_store(config: ProxyConfig) -> ResponseStore | None:
+    """The store ``config.store`` names (not yet connected: the lifespan enters it)."""
+    if config.store == "off":
+        return None
+    if config.store == "memory":
+        return MemoryStore(max_bytes=config.store_max_bytes, ttl_s=config.store_ttl_s)
+    from aiostream_synth._store.redis import RedisStore  # coredis, the [redis] extra
+
+    return RedisStore(config.store, ttl_s=config.store_ttl_s)
 
 
 def _client(scope: Scope) -> str:
@@ -222,12 +234,8 @@ class ProxyApp:
             on_stream=self._opened,
             log_removals=False,  # the request line below carries them
         )
-        #: Background responses' store (``--store``; None: background mode refused).
-        self.store: MemoryStore | None = (
-            MemoryStore(max_bytes=config.store_max_bytes, ttl_s=config.store_ttl_s)
-            if config.store == "memory"
-            else None
-        )
+        #: Where responses are kept (``--store``; None: background mode refused).
+        self.store: ResponseStore | None = open_store(config)
         self.synth = SynthesizingApp(
             self._timed_backend, settings, drain_timeout=config.drain_timeout, store=self.store
         )

@@ -48,7 +48,6 @@ _CHOICES: dict[str, list[str]] = {
     "anthropic_unknown_blocks": ["drop", "passthrough"],
     "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
-    "store": ["memory", "off"],
     "upstream_api": list(DIALECT_NAMES),
     "bridge_profile": list(BRIDGE_PROFILES),
     "server": ["lean", "uvicorn", "hypercorn", "granian"],
@@ -85,7 +84,7 @@ _HELP = {
     "coalesce": "share one backend call: a retry after its client left or it failed (retries), any identical request (all), or never (off)",
     "coalesce_linger": "seconds a call whose clients all left waits for their retry before it is cancelled",
     "coalesce_window": "seconds a failed or abandoned call's outcome is kept for a retry",
-    "store": "where background responses (background: true) are kept for retrieval, resume and cancel: memory (this process), or off (background mode refused)",
+    "store": "where responses are kept for retrieval, resume, cancel and previous_response_id: memory (this process), redis://HOST:PORT/DB (a Redis or Valkey server), or off (background mode refused)",
     "store_max_bytes": "the memory store's size limit, bytes; the oldest responses are evicted beyond it",
     "store_ttl_s": "seconds a stored response is kept after its last event",
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
@@ -352,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=config.log_level.upper(), format=LOG_FORMAT)
         skip_unused_record_fields()
         from aiostream_synth._proxy.serve import run
+        from aiostream_synth._store.base import StoreUnavailable
 
         # One line per request is ours; the HTTP client's own per-call INFO line would double
         # the logging of every upstream call (shown with --log-level debug).
@@ -360,6 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 logging.getLogger(name).setLevel(logging.WARNING)
         try:
             run(config)
+        except StoreUnavailable as exc:
+            print(f"aiostream-synth: the response store cannot be used: {exc}", file=sys.stderr)
+            return 1
         except OSError as exc:  # the port is taken, the host is no address of ours...
             reason = exc.strerror or str(exc)
             print(

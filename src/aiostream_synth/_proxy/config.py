@@ -85,9 +85,10 @@ class ProxyConfig:
     anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
     anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
     allow_unchecked_auto_mode: bool = False
-    #: Where background responses are kept for retrieval and resume (decision P12): ``memory``
-    #: (this process, bounded), or ``off`` (background mode is a 400).
-    store: Literal["memory", "off"] = "memory"
+    #: Where responses are kept for retrieval, resume and continuation (decision P12):
+    #: ``memory`` (this process, bounded), a ``redis://host:port/db`` URL (a Redis or Valkey
+    #: server, shared), or ``off`` (background mode and unknown chains are 400s).
+    store: str = "memory"
     #: The memory store's bound: the oldest responses are evicted beyond it.
     store_max_bytes: int = 256 * 2**20
     #: Seconds a stored response is kept after its last event.
@@ -169,6 +170,13 @@ class ProxyConfig:
                 "upstream_max_connections must be at least 1 (or None: no cap), "
                 f"not {self.upstream_max_connections}"
             )
+        if self.store not in ("memory", "off"):
+            parsed = urllib.parse.urlsplit(self.store)
+            if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
+                raise ValueError(
+                    "store must be memory, off, or a redis:// (rediss://) URL with a host "
+                    f"(redis://127.0.0.1:6379/0), not {self.store!r}"
+                )
         if self.upstream is not None:
             parsed = urllib.parse.urlsplit(self.upstream)
             if parsed.scheme not in ("http", "https") or not parsed.hostname:

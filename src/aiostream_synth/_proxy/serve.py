@@ -30,8 +30,11 @@ import os
 import signal
 import socket
 import sys
+import urllib.parse
 from types import FrameType
 from typing import Any
+
+import anyio
 
 from aiostream_synth._dialects.registry import DIALECTS
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
@@ -421,6 +424,16 @@ def unapplied_options(config: ProxyConfig) -> list[str]:
     ]
 
 
+def _store_shown(config: ProxyConfig) -> str:
+    """The store as the settings line names it (a Redis URL without its credentials)."""
+    if config.store == "memory":
+        return f"memory ({config.store_max_bytes} bytes, TTL {config.store_ttl_s:g} s)"
+    if config.store == "off":
+        return "off"
+    parsed = urllib.parse.urlsplit(config.store)
+    return f"{parsed.scheme}://{parsed.hostname}:{parsed.port or 6379}{parsed.path}"
+
+
 def settings_line(config: ProxyConfig) -> str:
     """The effective settings, logged once at startup: what serves, in front of what, with
     which keepalive, deadline and limits (no secret: only whether a key is set)."""
@@ -438,13 +451,32 @@ def settings_line(config: ProxyConfig) -> str:
         f"read timeout {seconds(config.read_timeout)}; body limit {config.max_body_bytes} bytes, "
         f"client connections per worker {connections}; coalesce {config.coalesce}; server "
         f"{effective_server(config)} (loop {config.loop}), {config.workers} worker(s), drain "
-        f"{seconds(config.drain_timeout)}; inbound API key {'required' if config.api_key else 'none'}"
+        f"{seconds(config.drain_timeout)}; inbound API key {'required' if config.api_key else 'none'}; "
+        f"store {_store_shown(config)}"
     )
+
+
+def check_store(config: ProxyConfig) -> None:
+    """Connect to the configured shared store once before serving: a server that does not
+    answer is one clear error at startup (:class:`StoreUnavailable`), not a failure on the
+    first background request."""
+    if config.store in ("memory", "off"):
+        return
+    from aiostream_synth._proxy.app import open_store
+
+    async def connect() -> None:
+        store = open_store(config)
+        if store is not None:
+            async with store:
+                pass
+
+    anyio.run(connect)
 
 
 def run(config: ProxyConfig) -> None:
     """Serve until SIGTERM/SIGINT (blocking)."""
     LOG.info("%s", settings_line(config))
+    check_store(config)
     server = effective_server(config)
     if server != config.server:
         log = LOG.info if config.server == "lean" else LOG.warning  # lean: the default

@@ -72,7 +72,7 @@ from aiostream_synth._params.removals import Removals
 from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
 from aiostream_synth._serving.chains import continue_chain, keep_finished
-from aiostream_synth._store.base import ResponseStore
+from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
@@ -911,24 +911,32 @@ class SynthesizingApp:
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        async with BackgroundTasks() as backend_tasks:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        # The store first (connected, checked), then the tasks that use it: they end before it.
+        stores = contextlib.AsyncExitStack()
+        if self.background is not None:
             try:
-                while True:
-                    message = await receive()
-                    if message["type"] == "lifespan.startup":
-                        self._backend_tasks = backend_tasks
-                        settings = self.settings
-                        if settings.coalesce != "off":
-                            self.coalescer = Coalescer(
-                                backend_tasks,
-                                mode=settings.coalesce,
-                                linger=settings.coalesce_linger,
-                                window=settings.coalesce_window,
-                            )
-                        await send({"type": "lifespan.startup.complete"})
-                    elif message["type"] == "lifespan.shutdown":
-                        await self.shutdown.shutdown(self.drain_timeout)
-                        break
+                await stores.enter_async_context(self.background.store)
+            except StoreUnavailable as exc:
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+        async with stores, BackgroundTasks() as backend_tasks:
+            try:
+                self._backend_tasks = backend_tasks
+                settings = self.settings
+                if settings.coalesce != "off":
+                    self.coalescer = Coalescer(
+                        backend_tasks,
+                        mode=settings.coalesce,
+                        linger=settings.coalesce_linger,
+                        window=settings.coalesce_window,
+                    )
+                await send({"type": "lifespan.startup.complete"})
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+                await self.shutdown.shutdown(self.drain_timeout)
             finally:
                 # Streams still open after the drain were aborted; a backend call still
                 # running is cancelled (its consumer gets a clean failure) and waited for, so

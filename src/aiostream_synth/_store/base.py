@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol
 
 __all__ = ["ResponseStore", "StoreUnavailable", "StoredResponse"]
@@ -38,7 +39,19 @@ class StoredResponse:
 
 
 class ResponseStore(Protocol):
-    """What serving needs of a store (every method may raise :class:`StoreUnavailable`)."""
+    """What serving needs of a store (every method may raise :class:`StoreUnavailable`).
+
+    It is an async context manager: the app's lifespan enters it (connects, checks the server
+    answers; :class:`StoreUnavailable` when it does not) and leaves it at shutdown."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
     async def create(
         self,
