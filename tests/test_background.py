@@ -4,6 +4,11 @@ real server on asyncio (uvicorn) and on trio (hypercorn), with the embedded memo
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +26,7 @@ from aiostream_synth._store.memory import MemoryStore
 from .redis_server import redis_server
 from .servers import free_port, serve
 
+CLIENTS = pathlib.Path(__file__).parent / "clients"
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
 
@@ -375,3 +381,35 @@ def test_a_store_that_is_no_url_is_an_error_naming_the_option(
     with pytest.raises(SystemExit):
         main(["serve", "--store", "127.0.0.1:6379"])
     assert "store must be memory, off, or a redis://" in capsys.readouterr().err
+
+
+def test_openai_node_resumes_a_dropped_background_stream(proxy: tuple[str, ProxyApp]) -> None:
+    """openai-node: ``responses.create({background, stream})`` aborted mid-stream, then
+    ``responses.retrieve(id, {stream, starting_after})`` and ``responses.stream({response_id,
+    starting_after})``: the same events after the drop, and the same final response."""
+    node = shutil.which("node")
+    script = CLIENTS / "node_background.mjs"
+    if node is None or not (CLIENTS / "node_modules" / "openai").exists():
+        reason = "node and `npm ci` in tests/clients (openai-node)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this client test: {reason}")
+        pytest.skip(reason)
+    url, _ = proxy
+    done = subprocess.run(
+        [node, str(script), f"{url}/v1", "node resume [delay:1]", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    result = json.loads(done.stdout)
+    assert result["ok"], result
+    last = result["last"]
+    assert last >= 2
+    assert (
+        result["replayed"] == result["resumed"] == list(range(last + 1, result["resumed"][-1] + 1))
+    )
+    assert result["final"]["output_text"] == "node resume"
+    assert result["stored"]["status"] == "completed"
+    assert _unparsed(result["stored"]["output"]) == _unparsed(result["final"]["output"])
