@@ -285,6 +285,13 @@ async def test_failure_after_commit_is_a_terminal_event(
             "stream",
         ),
         ("/v1/responses", json.dumps({"input": "x" * 5000, "stream": True}).encode(), 413, None),
+        # Background mode without a store: refused, never served as an ordinary request (P10).
+        (
+            "/v1/responses",
+            json.dumps({"model": "m", "input": "x", "background": True}).encode(),
+            400,
+            "background",
+        ),
     ],
 )
 async def test_bad_requests_get_openai_shaped_4xx(

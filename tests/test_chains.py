@@ -157,3 +157,45 @@ def test_an_id_unknown_here_is_forwarded_to_an_upstream_of_the_same_api() -> Non
         )
     assert answer.status_code == 200
     assert seen[0]["previous_response_id"] == "resp_theirs"
+
+
+def test_a_streamed_response_is_stored_from_its_start_under_its_own_id() -> None:
+    """Retrievable while it streams (in progress) and after (completed), under the id its
+    events carry; its events are not kept (only background ones are): stream=true is a 400."""
+    with (
+        serve(ProxyApp(ProxyConfig(keepalive_s=0.1)), "uvicorn", lifespan=True) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
+    ):
+        with client.responses.stream(model="m", input="streamed [delay:0.5]") as stream:
+            events = iter(stream)
+            created = next(events)
+            response_id = created.response.id  # type: ignore[union-attr]
+            during = client.responses.retrieve(response_id)
+            final = stream.get_final_response()
+        after = client.responses.retrieve(response_id)
+        replay = httpx.get(
+            f"{url}/v1/responses/{response_id}",
+            params={"stream": "true"},
+            headers={"authorization": "Bearer k"},
+        )
+    assert during.status == "in_progress"
+    assert final.id == after.id == response_id
+    assert after.status == "completed"
+    assert after.output_text == "streamed"
+    assert replay.status_code == 400
+    assert replay.json()["error"]["param"] == "stream"
+
+
+def test_a_stream_its_client_left_leaves_no_record() -> None:
+    with (
+        serve(ProxyApp(ProxyConfig(keepalive_s=0.1)), "uvicorn", lifespan=True) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
+    ):
+        stream = client.responses.create(model="m", input="left [delay:600]", stream=True)
+        response_id = next(iter(stream)).response.id  # type: ignore[union-attr]
+        stream.close()
+        while True:  # until the proxy saw the client go (its record is then dropped)
+            try:
+                client.responses.retrieve(response_id)
+            except openai.NotFoundError:
+                break

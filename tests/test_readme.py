@@ -59,7 +59,8 @@ def _block(marker: str) -> str:
 def test_every_block_is_checked_below() -> None:
     """A new block fails this until a test below runs it."""
     markers = (
-        "client.responses.stream",
+        "client.responses.stream(model=",
+        "previous_response_id=created.id",
         "synthesize_chat_completion_sse(completion",
         "validate_streaming_responses_params(cleaned)",
         "async with SynthesizedStream(",
@@ -74,8 +75,13 @@ def test_every_block_is_checked_below() -> None:
 
 
 def test_the_sdk_block_streams_from_the_proxy(upstream: str) -> None:
-    _, out = _run(_block("client.responses.stream"), upstream)
+    _, out = _run(_block("client.responses.stream(model="), upstream)
     assert "Hello" in out
+
+
+def test_the_background_block_resumes_and_continues(upstream: str) -> None:
+    _, out = _run(_block("previous_response_id=created.id"), upstream)
+    assert out.splitlines() == ["in_progress", "a long turn", "and then?"]
 
 
 def test_the_synthesis_block() -> None:

@@ -135,11 +135,17 @@ class Storage(Protocol):
         """A fresh id for a background response."""
         ...
 
-    def background_dialect(
-        self, prepared: PreparedRequest, settings: DialectSettings, response_id: str
+    def stored_dialect(
+        self,
+        prepared: PreparedRequest,
+        settings: DialectSettings,
+        response_id: str,
+        *,
+        background: bool,
     ) -> StreamDialect:
-        """The output options of a background response: every event numbered, the stream
-        opened by events at once (its id and object exist before the backend answers)."""
+        """The output options of a stored response: its id fixed (the store keeps it under
+        that id from its start); for a background one also every event numbered and the stream
+        opened by events at once (its object exists before the backend answers)."""
         ...
 
     def event(self, frame: bytes) -> StoredEvent | None:

@@ -50,7 +50,13 @@ from typing import Any, Literal, TypeAlias
 import anyio
 import anyio.abc
 
-from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute, Storage
+from aiostream_synth._dialects.base import (
+    DialectSpec,
+    ErrorResponse,
+    LocalRoute,
+    Storage,
+    StreamDialect,
+)
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.registry import bridge_for, prepare_bridged
 from aiostream_synth._dialects.prepared import (
@@ -71,7 +77,12 @@ from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
-from aiostream_synth._serving.chains import continue_chain, keep_finished
+from aiostream_synth._serving.chains import (
+    continue_chain,
+    finish_kept,
+    keep_finished,
+    start_kept,
+)
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
@@ -293,6 +304,7 @@ def open_stream(
     task_group: TaskStarter | None = None,
     coalescer: Coalescer | None = None,
     waiting_since: float | None = None,
+    dialect: StreamDialect | None = None,
 ) -> SynthesizedStream:
     """The engine for a prepared streaming request (not yet entered); ``task_group``, when
     given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
@@ -301,7 +313,7 @@ def open_stream(
     call = backend_call(backend, prepared, headers)
     stream = SynthesizedStream(
         _backend_for(call, spec, prepared, headers, coalescer),
-        spec.stream_dialect(prepared, settings),
+        dialect or spec.stream_dialect(prepared, settings),
         keepalive_interval=settings.keepalive_interval,
         timeout=settings.timeout,
         on_disconnect=settings.on_disconnect,
@@ -622,7 +634,9 @@ async def handle_request(
         if background is not None and spec.storage is not None:
             # A stored conversation is continued before preparation (a bridge converts it all).
             keep = await _continued(spec, spec.storage, raw, settings, headers, background)
-            prepared = prepare(spec, keep.body, settings)
+            prepared = prepare(spec, keep.take_body(), settings)
+            if not keep.stored and not prepared.background:
+                keep = None  # nothing of it to keep: the frame holds none of the request
         else:
             prepared = prepare(spec, raw, settings)
     except RequestError as exc:
@@ -651,13 +665,25 @@ async def handle_request(
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
         await send_answer(send, answer, extra)
-        if keep is not None and keep.stored and answer.status_code == 200:
-            await keep.finished(None, answer.body)
+        if keep is not None and answer.status_code == 200:
+            await keep.result(answer.body)
         return
-    if keep is not None and keep.stored:
+    dialect = None
+    if keep is not None:
+        # Stored from its start under an id of ours (retrievable while it streams); the frame
+        # keeps none of its input, which is in the store.
+        dialect = await keep.start(prepared, settings)
         send = keep.watching(send)
     stream = open_stream(
-        spec, prepared, backend, settings, headers, task_group, coalescer, waiting_since=arrived
+        spec,
+        prepared,
+        backend,
+        settings,
+        headers,
+        task_group,
+        coalescer,
+        waiting_since=arrived,
+        dialect=dialect,
     )
     # The stream holds what it needs: neither the client's body nor a copy of the response
     # headers is kept in this frame for minutes.
@@ -671,15 +697,25 @@ async def handle_request(
     async with stream:
         with shutdown.track(stream) if shutdown is not None else contextlib.nullcontext():
             await _write_until_disconnect(stream, receive, send, response_headers, hook)
-    if keep is not None and keep.stored:
-        await keep.finished(keep.last_write, None)
+    if keep is not None:
+        await keep.finish()
 
 
 class _Keep:
     """A request whose answer is to be stored (decision P12): its body with its chain put in
-    front, the whole input, and the last write of its stream (which carries the response)."""
+    front (until prepared), the whole input (until stored), the id it is stored under, and the
+    final write of its stream (which carries the response)."""
 
-    __slots__ = ("background", "body", "input_items", "last_write", "owner", "storage", "stored")
+    __slots__ = (
+        "background",
+        "body",
+        "input_items",
+        "last_write",
+        "owner",
+        "response_id",
+        "storage",
+        "stored",
+    )
 
     def __init__(
         self,
@@ -696,21 +732,42 @@ class _Keep:
         self.owner = owner
         self.stored = storage.stores(body)
         self.last_write: bytes | None = None
+        self.response_id: str | None = None
+
+    def take_body(self) -> dict[str, Any]:
+        body, self.body = self.body, {}
+        return body
+
+    async def result(self, result: dict[str, Any]) -> None:
+        """A non-streaming answer: stored under its own id."""
+        await keep_finished(
+            self.background.store, self.storage, None, result, self.owner, self.input_items
+        )
+
+    async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
+        """Store the response under a fresh id before it streams; its stream's dialect."""
+        self.response_id = self.storage.new_id()
+        await start_kept(self.background.store, self.response_id, self.owner, self.input_items)
+        self.input_items = None
+        return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
 
     def watching(self, send: Send) -> Send:
-        """``send``, keeping the last body chunk written."""
+        """``send``, keeping the final write (``more_body`` false: the terminal frames)."""
 
         async def watched(message: Message) -> None:
-            if message["type"] == "http.response.body" and message.get("body"):
-                self.last_write = message["body"]
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.last_write = message.get("body")
             await send(message)
 
         return watched
 
-    async def finished(self, last_write: bytes | None, result: dict[str, Any] | None) -> None:
-        await keep_finished(
-            self.background.store, self.storage, last_write, result, self.owner, self.input_items
-        )
+    async def finish(self) -> None:
+        """The stream is over: its final object stored, or, when it never got there (its
+        client left), its record dropped."""
+        if self.response_id is not None:
+            await finish_kept(
+                self.background.store, self.storage, self.response_id, self.last_write
+            )
 
 
 async def _continued(

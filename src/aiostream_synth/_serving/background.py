@@ -171,9 +171,14 @@ class BackgroundResponses:
         response_id = storage.new_id()
         live = _Live(owner_of(headers))
         self._live[response_id] = live
-        dialect = storage.background_dialect(prepared, dialect_settings, response_id)
+        dialect = storage.stored_dialect(prepared, dialect_settings, response_id, background=True)
         await self._keep(
-            self.store.create(response_id, live.owner, {"id": response_id}, input_items=input_items)
+            self.store.create(
+                response_id,
+                live.owner,
+                {"id": response_id},
+                input_items=input_items,
+            )
         )
         tasks.start_soon(self._record, response_id, live, storage, prepared, call, dialect)
         if prepared.stream:
@@ -405,6 +410,16 @@ class BackgroundResponses:
         params = urllib.parse.parse_qs(query.decode("latin-1"))
         if params.get("stream", ["false"])[-1].lower() not in ("true", "1"):
             await _send_json(send, 200, obj or {"id": response_id})
+            return
+        if live is None and stored is not None and stored.last_sequence < 0:
+            error = spec.error_response(
+                400,
+                f"Response '{response_id}' was not created in background mode: its events were "
+                "not kept. Retrieve it without stream.",
+                param="stream",
+                code="invalid_value",
+            )
+            await _send_error(send, error)
             return
         raw = params.get("starting_after", ["-1"])[-1]
         try:

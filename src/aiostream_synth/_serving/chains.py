@@ -19,7 +19,7 @@ from aiostream_synth._dialects.base import Storage
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = ["continue_chain", "keep_finished"]
+__all__ = ["continue_chain", "finish_kept", "keep_finished", "start_kept"]
 
 LOG = logging.getLogger("aiostream_synth.background")
 
@@ -79,14 +79,7 @@ async def keep_finished(
 ) -> None:
     """Store a finished response (from its stream's last write, or a non-streaming result) for
     retrieval and continuation; a store failure is logged, the answer already sent."""
-    obj = result
-    if obj is None and last_write:
-        events = last_write.split(b"\n\n")
-        for frame in reversed(events):
-            event = storage.event(frame + b"\n\n") if frame else None
-            if event is not None:
-                obj = event.response if event.terminal else None
-                break
+    obj = result if result is not None else _final_object(storage, last_write)
     response_id = obj.get("id") if isinstance(obj, dict) else None
     if not isinstance(response_id, str) or obj is None:
         return
@@ -97,3 +90,46 @@ async def keep_finished(
         LOG.warning(
             "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
         )
+
+
+async def start_kept(
+    store: ResponseStore, response_id: str, owner: str, input_items: list[Any] | None
+) -> None:
+    """A streamed response's record, from its start (in progress, with its whole input)."""
+    try:
+        await store.create(
+            response_id,
+            owner,
+            {"id": response_id, "object": "response", "status": "in_progress"},
+            input_items=input_items,
+        )
+    except (StoreUnavailable, OSError) as exc:
+        LOG.warning(
+            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
+        )
+
+
+async def finish_kept(
+    store: ResponseStore, storage: Storage, response_id: str, last_write: bytes | None
+) -> None:
+    """A streamed response's end: its final object from the stream's final write; a stream
+    that ended without one (its client left) leaves no record."""
+    obj = _final_object(storage, last_write)
+    try:
+        if obj is None:
+            await store.delete(response_id)
+        else:
+            await store.append(response_id, (), obj, done=True)
+    except (StoreUnavailable, OSError) as exc:
+        LOG.warning(
+            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
+        )
+
+
+def _final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
+    """The response a stream's final write ends with (its terminal event's), if it does."""
+    for frame in reversed((last_write or b"").split(b"\n\n")):
+        event = storage.event(frame + b"\n\n") if frame else None
+        if event is not None:
+            return event.response if event.terminal else None
+    return None

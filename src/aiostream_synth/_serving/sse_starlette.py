@@ -155,6 +155,15 @@ def synthesizing_endpoint(
             return Response(status_code=400)
         name, value = dropped_header(prepared.removals)
         extra[name.decode()] = value.decode()
+        if prepared.background:  # never served as an ordinary request (P10): refused, named
+            error = spec.error_response(
+                400,
+                "background mode needs a response store: these routes have none (serve with "
+                "SynthesizingApp(store=...) or aiostream-synth serve).",
+                param="background",
+                code="unsupported_parameter",
+            )
+            return _json(error.status_code, error.body, {**extra, **error.headers})
         if not prepared.stream:
             answer = await run_backend_once(spec, prepared, backend, options, headers)
             return _json(answer.status_code, answer.body, {**extra, **answer.headers})

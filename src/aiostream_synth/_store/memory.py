@@ -35,7 +35,8 @@ class _Entry:
     object: dict[str, Any]
     object_bytes: int
     touched: float
-    input: list[Any] | None
+    #: The input, serialized (a third of its parsed size, and none of the request's objects).
+    input: bytes | None
     events: list[tuple[int, bytes]] = field(default_factory=list)
     event_bytes: int = 0
     done: bool = False
@@ -100,9 +101,10 @@ class MemoryStore:
         old = self._entries.pop(response_id, None)
         if old is not None:
             self.bytes -= old.size
-        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), input_items)
-        if input_items is not None:
-            entry.event_bytes += len(orjson.dumps(input_items))
+        kept_input = None if input_items is None else orjson.dumps(input_items)
+        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), kept_input)
+        if kept_input is not None:
+            entry.event_bytes += len(kept_input)
         self._entries[response_id] = entry
         self.bytes += entry.size
         self._bound()
@@ -112,7 +114,8 @@ class MemoryStore:
         if entry is None:
             return None
         last = entry.events[-1][0] if entry.events else -1
-        return StoredResponse(entry.owner, entry.object, entry.done, last, entry.input)
+        kept_input = None if entry.input is None else orjson.loads(entry.input)
+        return StoredResponse(entry.owner, entry.object, entry.done, last, kept_input)
 
     async def append(
         self,

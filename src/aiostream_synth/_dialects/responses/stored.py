@@ -35,14 +35,20 @@ class ResponsesStorage:
     def new_id(self) -> str:
         return new_response_id()
 
-    def background_dialect(
-        self, prepared: PreparedRequest, settings: DialectSettings, response_id: str
+    def stored_dialect(
+        self,
+        prepared: PreparedRequest,
+        settings: DialectSettings,
+        response_id: str,
+        *,
+        background: bool,
     ) -> ResponsesDialect:
         return ResponsesDialect(
             ns_map=prepared.ns_map,
             fidelity=settings.responses_events,
-            base={**prepared.echo, "background": True},
-            keepalive="events",  # a stored stream's readers resume by sequence number
+            base={**prepared.echo, "background": True} if background else prepared.echo,
+            # A background stream's readers resume by sequence number: events, never comments.
+            keepalive="events" if background else settings.responses_keepalive,
             response_id=response_id,
         )
 
