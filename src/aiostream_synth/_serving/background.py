@@ -72,12 +72,23 @@ def _events_of(write: bytes) -> Iterator[bytes]:
 class _Live:
     """A background response being generated in this process: its events so far."""
 
-    __slots__ = ("_changed", "cancelled", "done", "events", "object", "owner", "scope")
+    __slots__ = (
+        "_changed",
+        "cancelled",
+        "done",
+        "events",
+        "object",
+        "owner",
+        "scope",
+        "stored_object",
+    )
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.events: list[tuple[int, bytes]] = []
         self.object: dict[str, Any] | None = None
+        #: The object last written to the store (an event carrying the same one writes none).
+        self.stored_object: dict[str, Any] | None = None
         self.done = False
         self.cancelled = False
         self.scope = anyio.CancelScope()
@@ -256,6 +267,10 @@ class BackgroundResponses:
             terminal = terminal or event.terminal
         if terminal:
             live.done = True  # readers end after this batch
+        if obj is not None and obj == live.stored_object:
+            obj = None  # the same object again (a keepalive's): not written again
+        elif obj is not None:
+            live.stored_object = obj
         if batch and response_id not in self._unstored:
             stored = await self._keep(self.store.append(response_id, batch, obj, done=terminal))
             if not stored:

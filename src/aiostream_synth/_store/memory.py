@@ -133,7 +133,8 @@ class MemoryStore:
         entry.event_bytes += sum(len(frame) for _, frame in events)
         if obj is not None:
             entry.object = obj
-            entry.object_bytes = len(orjson.dumps(obj))
+            if done:  # its final size; the interim objects (keepalives) are about the first's
+                entry.object_bytes = len(orjson.dumps(obj))
         entry.done = entry.done or done
         entry.touched = self._clock()
         self.bytes += entry.size - before
