@@ -1,7 +1,8 @@
 """The embedded store: in this process, bounded in bytes, each response kept for a TTL.
 
-The oldest response (by creation) is evicted first when the bytes held pass ``max_bytes``, and
-a response expires ``ttl_s`` after its last event; both are logged and counted
+The least recently written response is evicted first when the bytes held pass ``max_bytes``
+(a long generation, written to at every event, stays), and a response expires ``ttl_s`` after
+its last event; both are logged and counted
 (:attr:`MemoryStore.evicted`, :attr:`MemoryStore.expired`). Waiters are woken through anyio
 events, so it serves the readers of the process's own event loop (asyncio or trio).
 """
@@ -27,6 +28,8 @@ LOG = logging.getLogger("aiostream_synth.store")
 
 #: Bytes counted per response besides its frames and object (the entry and its bookkeeping).
 _OVERHEAD = 512
+#: Seconds between two eviction log lines (each eviction is counted).
+_EVICTION_LOG_S = 60.0
 
 
 @dataclass(slots=True)
@@ -74,6 +77,7 @@ class MemoryStore:
         #: Responses evicted to stay within ``max_bytes``, and expired after their TTL.
         self.evicted = 0
         self.expired = 0
+        self._logged_eviction = float("-inf")
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -137,6 +141,7 @@ class MemoryStore:
                 entry.object_bytes = len(orjson.dumps(obj))
         entry.done = entry.done or done
         entry.touched = self._clock()
+        self._entries.move_to_end(response_id)
         self.bytes += entry.size - before
         entry.notify()
         self._bound()
@@ -174,8 +179,13 @@ class MemoryStore:
         return entry
 
     def _expire(self) -> None:
+        """Drop the expired responses: the least recently written come first (each write moves
+        its response to the end), so this stops at the first one still fresh."""
         now = self._clock()
-        for response_id in [k for k, e in self._entries.items() if now - e.touched > self.ttl_s]:
+        while self._entries:
+            response_id, entry = next(iter(self._entries.items()))
+            if now - entry.touched <= self.ttl_s:
+                return
             self._drop(response_id, "expired")
 
     def _bound(self) -> None:
@@ -189,12 +199,17 @@ class MemoryStore:
         entry.notify()
         if why == "evicted":
             self.evicted += 1
-            LOG.warning(
-                "store: evicted %s (%d bytes) to stay within %d bytes",
-                response_id,
-                entry.size,
-                self.max_bytes,
-            )
+            now = self._clock()
+            # One line per minute at most under pressure, counting the ones in between.
+            if now - self._logged_eviction >= _EVICTION_LOG_S or self.evicted == 1:
+                LOG.warning(
+                    "store: evicted %s (%d bytes) to stay within %d bytes (%d evicted so far)",
+                    response_id,
+                    entry.size,
+                    self.max_bytes,
+                    self.evicted,
+                )
+                self._logged_eviction = now
         else:
             self.expired += 1
-            LOG.info("store: %s expired after %g s", response_id, self.ttl_s)
+            LOG.debug("store: %s expired after %g s", response_id, self.ttl_s)

@@ -1,6 +1,6 @@
 """The Redis (or Valkey) store: a real server, shared by every process that names it.
 
-Per response, a hash ``<prefix>r:<id>`` (owner, object, done, last sequence number, input) and a
+Per response, a hash ``<prefix>r:<id>`` (owner, object, done, input) and a
 Redis Stream ``<prefix>e:<id>`` of its events, entry ids ``0-<sequence + 1>`` so that a reader
 resumes with ``XRANGE``/``XREAD BLOCK`` from any sequence number; both expire ``ttl_s`` after
 the last write. The client is coredis (anyio underneath: the same store on asyncio and trio).
@@ -25,6 +25,9 @@ from aiostream_synth._store.base import StoredResponse, StoreUnavailable
 __all__ = ["RedisStore"]
 
 _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
+#: A keepalive's append renews the keys' TTL once in this many events (each other one is a
+#: single XADD); an object, the end, or several events at once renew it every time.
+_RENEW_EVERY = 32
 
 
 def _entry_id(sequence: int) -> str:
@@ -107,7 +110,6 @@ class RedisStore:
             "owner": owner.encode(),
             "object": orjson.dumps(obj),
             "done": b"0",
-            "last": b"-1",
         }
         if input_items is not None:
             fields["input"] = orjson.dumps(input_items)
@@ -121,10 +123,11 @@ class RedisStore:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 
     async def get(self, response_id: str) -> StoredResponse | None:
-        record, _ = self._keys(response_id)
+        record, stream = self._keys(response_id)
         try:
             with anyio.fail_after(self.timeout_s):
                 fields = await self._client.hgetall(record)
+                last = await self._client.xrevrange(stream, "+", "-", count=1)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
         if b"owner" not in fields:
@@ -134,7 +137,7 @@ class RedisStore:
             owner=fields[b"owner"].decode(),
             object=orjson.loads(fields[b"object"]),
             done=fields.get(b"done") == b"1",
-            last_sequence=int(fields.get(b"last", b"-1")),
+            last_sequence=_sequence(last[0].identifier) if last else -1,
             input=None if raw_input is None else orjson.loads(raw_input),
         )
 
@@ -147,18 +150,24 @@ class RedisStore:
         done: bool = False,
     ) -> None:
         record, stream = self._keys(response_id)
-        fields: dict[str, bytes] = {}
-        if obj is not None:
-            fields["object"] = orjson.dumps(obj)
-        if done:
-            fields["done"] = b"1"
-        if events:
-            fields["last"] = str(events[-1][0]).encode()
         try:
             with anyio.fail_after(self.timeout_s):
+                if obj is None and not done and len(events) == 1:
+                    # A keepalive's event: one XADD, the rest unchanged (its TTL renewed from time
+                    # to time below, with the record's).
+                    sequence, frame = events[0]
+                    await self._client.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
+                    if sequence % _RENEW_EVERY:
+                        return
                 async with self._client.pipeline(transaction=True) as pipe:
-                    for sequence, frame in events:
-                        pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
+                    if obj is not None or done or len(events) != 1:
+                        for sequence, frame in events:
+                            pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
+                    fields: dict[str, bytes] = {}
+                    if obj is not None:
+                        fields["object"] = orjson.dumps(obj)
+                    if done:
+                        fields["done"] = b"1"
                     if fields:
                         pipe.hset(record, fields)
                     pipe.expire(record, self._ttl)
