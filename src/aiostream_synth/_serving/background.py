@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage
 from aiostream_synth._dialects.prepared import PreparedRequest
@@ -69,6 +70,19 @@ def _events_of(write: bytes) -> Iterator[bytes]:
         start = end + 2
 
 
+class _Write:
+    """A response's writes queued for the store."""
+
+    __slots__ = ("done", "events", "obj")
+
+    def __init__(
+        self, events: list[tuple[int, bytes]], obj: dict[str, Any] | None, done: bool
+    ) -> None:
+        self.events = events
+        self.obj = obj
+        self.done = done
+
+
 class _Live:
     """A background response being generated in this process: its events so far."""
 
@@ -109,7 +123,11 @@ class _Live:
         self._notify()
 
     def after(self, sequence: int) -> list[tuple[int, bytes]]:
-        return [event for event in self.events if event[0] > sequence]
+        events = self.events
+        start = sequence + 1  # the numbers count from 0 by one: an event's number is its index
+        if 0 <= start <= len(events) and (start == len(events) or events[start][0] == start):
+            return events[start:]
+        return [event for event in events if event[0] > sequence]
 
     async def wait(self, sequence: int) -> None:
         """Until an event above ``sequence`` exists, or the response is done."""
@@ -145,6 +163,10 @@ class BackgroundResponses:
         #: Responses the store lost a write of (the most recent ones): retrieving one says the
         #: store failed, rather than replaying a partial record or calling it unknown.
         self._unstored: OrderedDict[str, None] = OrderedDict()
+        #: Writes queued for the store, by response, and whether the writer task runs.
+        self._pending: dict[str, _Write] = {}
+        self._writing = False
+        self._tasks: TaskStarter | None = None
 
     @property
     def generating(self) -> int:
@@ -191,6 +213,7 @@ class BackgroundResponses:
                 input_items=input_items,
             )
         )
+        self._tasks = tasks
         tasks.start_soon(self._record, response_id, live, storage, prepared, call, dialect)
         if prepared.stream:
             await self._follow(live, response_id, -1, receive, send, extra)
@@ -272,13 +295,52 @@ class BackgroundResponses:
         elif obj is not None:
             live.stored_object = obj
         if batch and response_id not in self._unstored:
-            stored = await self._keep(self.store.append(response_id, batch, obj, done=terminal))
-            if not stored:
-                self._unstored[response_id] = None
-                while len(self._unstored) > _UNSTORED_KEPT:
-                    self._unstored.popitem(last=False)
-                # What it holds of this response is partial: gone rather than replayed.
-                await self._keep(self.store.delete(response_id))
+            self._write_later(response_id, batch, obj, terminal)
+
+    # -- write-behind ------------------------------------------------------------------------
+    def _write_later(
+        self,
+        response_id: str,
+        events: list[tuple[int, bytes]],
+        obj: dict[str, Any] | None,
+        done: bool,
+    ) -> None:
+        """Queue a response's events for the store: one writer task sends whatever is queued
+        in one batch (a Redis pipeline for thousands of streams' keepalives), so a slow store
+        delays no event on its way to the live readers."""
+        pending = self._pending.get(response_id)
+        if pending is None:
+            self._pending[response_id] = _Write(events, obj, done)
+        else:
+            pending.events.extend(events)
+            pending.obj = obj or pending.obj
+            pending.done = pending.done or done
+        if not self._writing and self._tasks is not None:
+            self._writing = True
+            self._tasks.start_soon(self._write_behind)
+
+    async def _write_behind(self) -> None:
+        """Send the queued writes, batch after batch, until none is left (a lifespan task:
+        never raises; a batch in flight is finished even when the lifespan ends)."""
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, {}
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
+                    await self._flush(batch)
+                await anyio.lowlevel.checkpoint()  # what queued meanwhile makes the next batch
+        finally:
+            self._writing = False
+
+    async def _flush(self, batch: dict[str, _Write]) -> None:
+        writes = {rid: (w.events, w.obj, w.done) for rid, w in batch.items()}
+        if await self._keep(self.store.append_many(writes)):
+            return
+        for response_id in batch:
+            self._unstored[response_id] = None
+            # What it holds of this response is partial: gone rather than replayed.
+            await self._keep(self.store.delete(response_id))
+        while len(self._unstored) > _UNSTORED_KEPT:
+            self._unstored.popitem(last=False)
 
     async def _keep(self, operation: Awaitable[object]) -> bool:
         """A store operation that may fail: logged and counted, never the live stream's end."""
@@ -401,6 +463,7 @@ class BackgroundResponses:
         if method == "DELETE":
             if live is not None:
                 await self._cancel(live)
+            self._pending.pop(response_id, None)
             await self._keep(self.store.delete(response_id))
             await _send_json(
                 send, 200, {"id": response_id, "object": "response.deleted", "deleted": True}

@@ -9,7 +9,7 @@ unavailable, never truncating what a connected client receives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -79,6 +79,14 @@ class ResponseStore(Protocol):
     ) -> None:
         """Add numbered event frames (in order), the object when an event carried a new one,
         and whether the last of them was terminal. Nothing happens for an unknown id."""
+        ...
+
+    async def append_many(
+        self,
+        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
+    ) -> None:
+        """:meth:`append` for several responses at once (events, object, done for each): one
+        round trip to a server."""
         ...
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:

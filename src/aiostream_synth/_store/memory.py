@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -145,6 +145,13 @@ class MemoryStore:
         self.bytes += entry.size - before
         entry.notify()
         self._bound()
+
+    async def append_many(
+        self,
+        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
+    ) -> None:
+        for response_id, (events, obj, done) in writes.items():
+            await self.append(response_id, events, obj, done=done)
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
         entry = self._live(response_id)

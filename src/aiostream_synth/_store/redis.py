@@ -11,7 +11,7 @@ Every operation is bounded by ``timeout_s``; a failure or a timeout is
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -172,6 +172,30 @@ class RedisStore:
                         pipe.hset(record, fields)
                     pipe.expire(record, self._ttl)
                     pipe.expire(stream, self._ttl)
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+
+    async def append_many(
+        self,
+        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
+    ) -> None:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for response_id, (events, obj, done) in writes.items():
+                        record, stream = self._keys(response_id)
+                        for sequence, frame in events:
+                            pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
+                        fields: dict[str, bytes] = {}
+                        if obj is not None:
+                            fields["object"] = orjson.dumps(obj)
+                        if done:
+                            fields["done"] = b"1"
+                        if fields:
+                            pipe.hset(record, fields)
+                        if fields or any(seq % _RENEW_EVERY == 0 for seq, _ in events):
+                            pipe.expire(record, self._ttl)
+                            pipe.expire(stream, self._ttl)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 

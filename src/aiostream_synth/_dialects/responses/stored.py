@@ -27,6 +27,8 @@ __all__ = ["RESPONSES_STORAGE", "ResponsesStorage"]
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _DATA = b"\ndata: "
+_IN_PROGRESS = b"event: response.in_progress\n"
+_SEQUENCE = b',"sequence_number":'
 
 
 class ResponsesStorage:
@@ -56,6 +58,13 @@ class ResponsesStorage:
         start = frame.find(_DATA)
         if not frame.startswith(b"event: ") or start < 0:
             return None
+        if frame.startswith(_IN_PROGRESS):
+            # A keepalive (the hot path): its number, at the end of its payload, is all that is
+            # new; the response it carries is the one response.created carried.
+            cut = frame.rfind(_SEQUENCE)
+            digits = frame[cut + len(_SEQUENCE) :].rstrip(b"}\n")
+            if cut > 0 and digits.isdigit():
+                return StoredEvent(sequence=int(digits), terminal=False, response=None)
         payload = orjson.loads(frame[start + len(_DATA) :])
         response = payload.get("response")
         return StoredEvent(
