@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-__all__ = ["ResponseStore", "StoreUnavailable", "StoredResponse"]
+__all__ = ["Creation", "ResponseStore", "StoreUnavailable", "StoredResponse", "Write"]
 
 
 class StoreUnavailable(Exception):
@@ -36,6 +36,20 @@ class StoredResponse:
     #: The whole input it was made from (its chain's included), for a request continuing it;
     #: None when it was not kept.
     input: list[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Creation:
+    """A response to start keeping before the events of the same write (see ``append_many``)."""
+
+    owner: str
+    object: dict[str, Any]
+    input_items: list[Any] | None = None
+
+
+#: One response's part of :meth:`ResponseStore.append_many`: its creation (or None), its
+#: events, its new object (or None), and whether it is done.
+Write = tuple[Creation | None, Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]
 
 
 class ResponseStore(Protocol):
@@ -81,12 +95,9 @@ class ResponseStore(Protocol):
         and whether the last of them was terminal. Nothing happens for an unknown id."""
         ...
 
-    async def append_many(
-        self,
-        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
-    ) -> None:
-        """:meth:`append` for several responses at once (events, object, done for each): one
-        round trip to a server."""
+    async def append_many(self, writes: Mapping[str, Write]) -> None:
+        """:meth:`create` (when a write says so) then :meth:`append` for several responses at
+        once: one round trip to a server."""
         ...
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import orjson
 
-from aiostream_synth._store.base import StoredResponse
+from aiostream_synth._store.base import StoredResponse, Write
 
 __all__ = ["MemoryStore"]
 
@@ -146,11 +146,15 @@ class MemoryStore:
         entry.notify()
         self._bound()
 
-    async def append_many(
-        self,
-        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
-    ) -> None:
-        for response_id, (events, obj, done) in writes.items():
+    async def append_many(self, writes: Mapping[str, Write]) -> None:
+        for response_id, (creation, events, obj, done) in writes.items():
+            if creation is not None:
+                await self.create(
+                    response_id,
+                    creation.owner,
+                    creation.object,
+                    input_items=creation.input_items,
+                )
             await self.append(response_id, events, obj, done=done)
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:

@@ -20,7 +20,7 @@ import coredis
 import coredis.exceptions
 import orjson
 
-from aiostream_synth._store.base import StoredResponse, StoreUnavailable
+from aiostream_synth._store.base import Creation, StoredResponse, StoreUnavailable, Write
 
 __all__ = ["RedisStore"]
 
@@ -94,6 +94,17 @@ class RedisStore:
     ) -> None:
         await self._client.__aexit__(exc_type, exc, tb)
 
+    @staticmethod
+    def _fields(creation: Creation) -> dict[str, bytes]:
+        fields = {
+            "owner": creation.owner.encode(),
+            "object": orjson.dumps(creation.object),
+            "done": b"0",
+        }
+        if creation.input_items is not None:
+            fields["input"] = orjson.dumps(creation.input_items)
+        return fields
+
     def _keys(self, response_id: str) -> tuple[str, str]:
         return f"{self.prefix}r:{response_id}", f"{self.prefix}e:{response_id}"
 
@@ -106,13 +117,7 @@ class RedisStore:
         input_items: list[Any] | None = None,
     ) -> None:
         record, events = self._keys(response_id)
-        fields: dict[str, bytes] = {
-            "owner": owner.encode(),
-            "object": orjson.dumps(obj),
-            "done": b"0",
-        }
-        if input_items is not None:
-            fields["input"] = orjson.dumps(input_items)
+        fields = self._fields(Creation(owner, obj, input_items))
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=True) as pipe:
@@ -149,41 +154,28 @@ class RedisStore:
         *,
         done: bool = False,
     ) -> None:
-        record, stream = self._keys(response_id)
-        try:
-            with anyio.fail_after(self.timeout_s):
-                if obj is None and not done and len(events) == 1:
-                    # A keepalive's event: one XADD, the rest unchanged (its TTL renewed from time
-                    # to time below, with the record's).
-                    sequence, frame = events[0]
+        if obj is None and not done and len(events) == 1 and events[0][0] % _RENEW_EVERY:
+            # A keepalive's event: one XADD (the keys' TTL is renewed once in a while, below).
+            _, stream = self._keys(response_id)
+            sequence, frame = events[0]
+            try:
+                with anyio.fail_after(self.timeout_s):
                     await self._client.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
-                    if sequence % _RENEW_EVERY:
-                        return
-                async with self._client.pipeline(transaction=True) as pipe:
-                    if obj is not None or done or len(events) != 1:
-                        for sequence, frame in events:
-                            pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
-                    fields: dict[str, bytes] = {}
-                    if obj is not None:
-                        fields["object"] = orjson.dumps(obj)
-                    if done:
-                        fields["done"] = b"1"
-                    if fields:
-                        pipe.hset(record, fields)
-                    pipe.expire(record, self._ttl)
-                    pipe.expire(stream, self._ttl)
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"{self!r}: {exc}") from None
+            except _FAILURES as exc:
+                raise StoreUnavailable(f"{self!r}: {exc}") from None
+            return
+        await self.append_many({response_id: (None, events, obj, done)})
 
-    async def append_many(
-        self,
-        writes: Mapping[str, tuple[Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]],
-    ) -> None:
+    async def append_many(self, writes: Mapping[str, Write]) -> None:
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for response_id, (events, obj, done) in writes.items():
+                    for response_id, (creation, events, obj, done) in writes.items():
                         record, stream = self._keys(response_id)
+                        if creation is not None:
+                            pipe.delete([record, stream])
+                            pipe.hset(record, self._fields(creation))
+                            pipe.expire(record, self._ttl)
                         for sequence, frame in events:
                             pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
                         fields: dict[str, bytes] = {}
