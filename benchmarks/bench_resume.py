@@ -129,9 +129,7 @@ async def measure(
     rss_done = _rss_kib(pid)
     done = await _gather_limited(
         [
-            _exchange(
-                port, _get(f"/v1/responses/{i}?stream=true&starting_after=0"), b"response.completed"
-            )
+            _exchange(port, _get(f"/v1/responses/{i}?stream=true&starting_after=0"), b"\nevent: ")
             for i in sample
         ],
         limit,
