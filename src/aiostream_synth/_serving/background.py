@@ -170,6 +170,8 @@ class BackgroundResponses:
         self._unstored: OrderedDict[str, None] = OrderedDict()
         #: Writes queued for the store, by response, and whether the writer task runs.
         self._pending: dict[str, _Write] = {}
+        self._in_flight: dict[str, _Write] = {}
+        self._flushed: anyio.Event | None = None
         self._writing = False
         self._tasks: TaskStarter | None = None
 
@@ -214,13 +216,19 @@ class BackgroundResponses:
         # Created in the store by the writer, with the first events: no store round trip
         # before the stream starts (a wave of creations is one batch).
         self._write_later(
-            response_id, [], None, False, Creation(live.owner, {"id": response_id}, input_items)
+            response_id,
+            [],
+            None,
+            False,
+            Creation(live.owner, {"id": response_id}, input_items, background=True),
         )
         tasks.start_soon(self._record, response_id, live, storage, prepared, call, dialect)
         if prepared.stream:
             await self._follow(live, response_id, -1, receive, send, extra)
             return
         await live.wait(-1)
+        # Once in the store: the id answered here is found by every process sharing it.
+        await self._until_written(response_id)
         await _send_json(send, 200, live.object or {"id": response_id}, extra)
 
     async def _record(
@@ -328,11 +336,27 @@ class BackgroundResponses:
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
+                self._in_flight = batch
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                     await self._flush(batch)
+                self._in_flight = {}
+                flushed, self._flushed = self._flushed, None
+                if flushed is not None:
+                    flushed.set()
                 await anyio.lowlevel.checkpoint()  # what queued meanwhile makes the next batch
         finally:
             self._writing = False
+            self._in_flight = {}
+            flushed, self._flushed = self._flushed, None
+            if flushed is not None:
+                flushed.set()
+
+    async def _until_written(self, response_id: str) -> None:
+        """Until nothing of ``response_id`` waits for the store (written, or failed)."""
+        while self._writing and (response_id in self._pending or response_id in self._in_flight):
+            if self._flushed is None:
+                self._flushed = anyio.Event()
+            await self._flushed.wait()
 
     async def _flush(self, batch: dict[str, _Write]) -> None:
         writes = {rid: (w.creation, w.events, w.obj, w.done) for rid, w in batch.items()}
@@ -504,7 +528,7 @@ class BackgroundResponses:
         if params.get("stream", ["false"])[-1].lower() not in ("true", "1"):
             await _send_json(send, 200, obj or {"id": response_id})
             return
-        if live is None and stored is not None and stored.last_sequence < 0:
+        if live is None and stored is not None and not stored.background:
             error = spec.error_response(
                 400,
                 f"Response '{response_id}' was not created in background mode: its events were "

@@ -36,6 +36,8 @@ class StoredResponse:
     #: The whole input it was made from (its chain's included), for a request continuing it;
     #: None when it was not kept.
     input: list[Any] | None = None
+    #: Created in background mode: its events are kept (it can be streamed again).
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class Creation:
     owner: str
     object: dict[str, Any]
     input_items: list[Any] | None = None
+    background: bool = False
 
 
 #: One response's part of :meth:`ResponseStore.append_many`: its creation (or None), its
@@ -74,9 +77,10 @@ class ResponseStore(Protocol):
         obj: dict[str, Any],
         *,
         input_items: list[Any] | None = None,
+        background: bool = False,
     ) -> None:
-        """Start keeping ``response_id``: its object so far (no events) and the input it is
-        made from."""
+        """Start keeping ``response_id``: its object so far (no events), the input it is made
+        from, and whether it is a background response (whose events are kept)."""
         ...
 
     async def get(self, response_id: str) -> StoredResponse | None:

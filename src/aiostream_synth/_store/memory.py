@@ -40,6 +40,7 @@ class _Entry:
     touched: float
     #: The input, serialized (a third of its parsed size, and none of the request's objects).
     input: bytes | None
+    background: bool
     events: list[tuple[int, bytes]] = field(default_factory=list)
     event_bytes: int = 0
     done: bool = False
@@ -100,13 +101,14 @@ class MemoryStore:
         obj: dict[str, Any],
         *,
         input_items: list[Any] | None = None,
+        background: bool = False,
     ) -> None:
         self._expire()
         old = self._entries.pop(response_id, None)
         if old is not None:
             self.bytes -= old.size
         kept_input = None if input_items is None else orjson.dumps(input_items)
-        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), kept_input)
+        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), kept_input, background)
         if kept_input is not None:
             entry.event_bytes += len(kept_input)
         self._entries[response_id] = entry
@@ -119,7 +121,9 @@ class MemoryStore:
             return None
         last = entry.events[-1][0] if entry.events else -1
         kept_input = None if entry.input is None else orjson.loads(entry.input)
-        return StoredResponse(entry.owner, entry.object, entry.done, last, kept_input)
+        return StoredResponse(
+            entry.owner, entry.object, entry.done, last, kept_input, entry.background
+        )
 
     async def append(
         self,
@@ -154,6 +158,7 @@ class MemoryStore:
                     creation.owner,
                     creation.object,
                     input_items=creation.input_items,
+                    background=creation.background,
                 )
             await self.append(response_id, events, obj, done=done)
 

@@ -100,6 +100,7 @@ class RedisStore:
             "owner": creation.owner.encode(),
             "object": orjson.dumps(creation.object),
             "done": b"0",
+            "background": b"1" if creation.background else b"0",
         }
         if creation.input_items is not None:
             fields["input"] = orjson.dumps(creation.input_items)
@@ -115,9 +116,10 @@ class RedisStore:
         obj: dict[str, Any],
         *,
         input_items: list[Any] | None = None,
+        background: bool = False,
     ) -> None:
         record, events = self._keys(response_id)
-        fields = self._fields(Creation(owner, obj, input_items))
+        fields = self._fields(Creation(owner, obj, input_items, background))
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=True) as pipe:
@@ -144,6 +146,7 @@ class RedisStore:
             done=fields.get(b"done") == b"1",
             last_sequence=_sequence(last[0].identifier) if last else -1,
             input=None if raw_input is None else orjson.loads(raw_input),
+            background=fields.get(b"background") == b"1",
         )
 
     async def append(
