@@ -685,10 +685,10 @@ async def handle_request(
         waiting_since=arrived,
         dialect=dialect,
     )
-    # The stream holds what it needs: neither the client's body nor a copy of the response
-    # headers is kept in this frame for minutes.
+    # The stream holds what it needs: neither the client's body (raw or parsed) nor a copy of
+    # the response headers is kept in this frame for minutes.
     response_headers = _header_pairs(extra)
-    del prepared, extra, name, value, headers, arrived
+    del prepared, extra, name, value, headers, arrived, raw
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel
     # the backend, or let it finish). Were the engine inside the watcher's scope, a disconnect
