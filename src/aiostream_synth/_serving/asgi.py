@@ -75,7 +75,14 @@ from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_co
 from aiostream_synth._engine.tick import now
 from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
+from aiostream_synth._serving.asgi_types import (
+    JSON_HEADERS,
+    SSE_HEADERS,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
 from aiostream_synth._serving.chains import (
     continue_chain,
@@ -129,12 +136,6 @@ ON_DISCONNECT = "aiostream_synth.on_disconnect"
 #: What a server's :data:`ON_DISCONNECT` function is.
 DisconnectHook: TypeAlias = Callable[[Callable[[], object] | None], object]
 
-SSE_HEADERS: list[tuple[bytes, bytes]] = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 
 #: The default route table of :class:`SynthesizingApp`: every dialect's paths.
 DEFAULT_ROUTES: Mapping[str, str] = {path: spec.name for path, spec in route_table().items()}
@@ -385,7 +386,7 @@ async def send_json(
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     payload = body if isinstance(body, bytes) else dumps(body)
-    all_headers = _JSON_HEADERS if headers is None else [*_JSON_HEADERS, *headers]
+    all_headers = JSON_HEADERS if headers is None else [*JSON_HEADERS, *headers]
     await send({"type": "http.response.start", "status": status, "headers": all_headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 

@@ -29,7 +29,7 @@ from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
-from aiostream_synth._serving.asgi_types import Receive, Send
+from aiostream_synth._serving.asgi_types import JSON_HEADERS, SSE_HEADERS, Receive, Send
 from aiostream_synth._store.base import Creation, ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import BackendError
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
@@ -39,12 +39,6 @@ __all__ = ["BackgroundResponses", "owner_of"]
 
 LOG = logging.getLogger("aiostream_synth.background")
 
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 #: Seconds the recorder gives the store to take a response's last events after a cancel.
 _LAST_WRITE_S = 5.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
@@ -392,7 +386,7 @@ class BackgroundResponses:
         """Stream the events above ``after`` to one reader, live ones as they come, up to the
         terminal event (or until the reader leaves)."""
         await send(
-            {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]}
+            {"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]}
         )
         left = False
         async with anyio.create_task_group() as group:
@@ -570,7 +564,7 @@ async def _send_json(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [*_JSON_HEADERS, *(headers or [])],
+            "headers": [*JSON_HEADERS, *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": dumps(body), "more_body": False})
