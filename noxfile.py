@@ -13,7 +13,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 ROOT = pathlib.Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "tests-lowest", "lint", "typecheck"]
 nox.options.reuse_venv = "yes"
 # Locally a missing interpreter is skipped; on CI (CI=true) nox turns a missing one into an error.
 nox.options.error_on_missing_interpreters = bool(os.environ.get("CI"))
@@ -69,6 +69,21 @@ def _install_node_clients(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite (asyncio and trio) against an installed wheel of the package."""
     session.install(".[trio,starlette,proxy]", *_group("test"))
+    _install_node_clients(session)
+    session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
+
+
+@nox.session(name="tests-lowest", python=PYTHONS[0], venv_backend="uv")
+def tests_lowest(session: nox.Session) -> None:
+    """The suite on the lowest versions we declare: every direct dependency at its floor
+    (uv's ``lowest-direct`` resolution: openai 2.7.2 and anthropic 0.109.2, NeMo Gym's pins,
+    among them) on the lowest Python, so no floor is a version nothing ran on."""
+    session.install(
+        "--resolution",
+        "lowest-direct",
+        ".[trio,starlette,proxy]",
+        *_group("test"),
+    )
     _install_node_clients(session)
     session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
 

@@ -24,6 +24,7 @@ import pytest
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from . import sdk_features
 from .fake_chat_upstream import ANSWER, REASONING, FakeChatUpstream, Reply, tool_call
 from .fake_upstream import FakeUpstream
 from .servers import serve as serve_app
@@ -113,7 +114,15 @@ def _check_output(case: str, output: list[Any]) -> None:
         assert output[0].content[0].text == ANSWER
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=sdk_features.needs_namespace_tools)
+        if case == "namespaced tool call"
+        else case
+        for case in CASES
+    ],
+)
 def test_python_responses_stream_helper(bridge: tuple[str, FakeChatUpstream], case: str) -> None:
     """responses.stream().get_final_response() reassembles what the bridge synthesized."""
     url, fake = bridge

@@ -26,6 +26,7 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
 from aiostream_synth._wire.json import dumps_exact
 
+from . import sdk_features
 from .asgi_client import Lifespan, OneRequest
 from .fake_upstream import FakeUpstream
 from .servers import serve
@@ -207,6 +208,21 @@ async def test_deep_json_is_a_400_naming_the_limit_and_one_log_line(
     assert "deep" not in response.text
 
 
+async def _chat_completion_streamed(client: openai.AsyncOpenAI, **params: Any) -> Any:
+    """A streamed chat completion as the SDK's accumulator rebuilds it: through the stream
+    helper where the SDK takes tools without ``strict`` there (3.x), else through the same
+    accumulator fed by ``create(stream=True)``."""
+    if sdk_features.CHAT_STREAM_HELPER_TAKES_LOOSE_TOOLS:
+        async with client.chat.completions.stream(model="m", **params) as chat:
+            return await chat.get_final_completion()
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state: Any = ChatCompletionStreamState()
+    async for chunk in await client.chat.completions.create(model="m", stream=True, **params):
+        state.handle_chunk(chunk)
+    return state.get_final_completion()
+
+
 async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
     """[tool:NAME] calls the request's tool with schema-valid arguments; namespaces come back."""
     async with _http(_proxy()) as http:
@@ -222,12 +238,9 @@ async def test_tool_directive_calls_namespaced_and_custom_tools() -> None:
         ) as stream:
             final = await stream.get_final_response()
         assert cast(Any, final.output[0]).type == "custom_tool_call"
-        async with _sdk(http).chat.completions.stream(
-            model="m",
-            messages=[{"role": "user", "content": "[tool:lookup]"}],
-            tools=cast(Any, CHAT_TOOLS),
-        ) as chat:
-            completion = await chat.get_final_completion()
+        completion = await _chat_completion_streamed(
+            _sdk(http), messages=[{"role": "user", "content": "[tool:lookup]"}], tools=CHAT_TOOLS
+        )
         (tool_call,) = completion.choices[0].message.tool_calls or []
         assert json.loads(cast(Any, tool_call).function.arguments) == {"q": 0}
 
@@ -270,10 +283,8 @@ async def test_reasoning_incomplete_and_usage_null_directives() -> None:
         ]
         assert events[-1]["type"] == "response.incomplete"
         assert events[-1]["response"]["output"][0]["type"] == "reasoning"
-        assert events[-1]["response"]["usage"]["input_tokens_details"] == {
-            "cached_tokens": 0,
-            "cache_write_tokens": 0,
-        }
+        usage = events[-1]["response"]["usage"]
+        assert usage["input_tokens_details"] == sdk_features.ZERO_INPUT_DETAILS
         chunks = [
             e.json()
             for e in parse(

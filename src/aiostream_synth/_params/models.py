@@ -17,6 +17,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
+from aiostream_synth._params.sdk_age import sdk_is_older
 from aiostream_synth._params.strict import list_item_type, strict_type
 
 __all__ = [
@@ -34,11 +35,12 @@ __all__ = [
 CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", "output_config"})
 
 
-def _model_from_typeddict(name: str, source: Any, doc: str) -> type[BaseModel]:
+def _model_from_typeddict(name: str, source: Any, doc: str, sdk: str) -> type[BaseModel]:
     """A model whose top-level required fields are the SDK's and whose nested objects are
-    the relaxed mirrors (decision P10: a missing nested key is never an error)."""
+    the relaxed mirrors (decision P10: a missing nested key is never an error); an SDK older
+    than the release our rules track gets open enumerations (:mod:`.sdk_age`)."""
     required = set(strict_type(source).__required_keys__)
-    strict = strict_type(source, relaxed=True)
+    strict = strict_type(source, relaxed=True, open_values=sdk_is_older(sdk))
     hints = typing_extensions.get_type_hints(strict, include_extras=True)
     fields: dict[str, Any] = {}
     for key, hint in hints.items():
@@ -64,11 +66,13 @@ ChatCompletionParams: type[BaseModel] = _model_from_typeddict(
     "ChatCompletionParams",
     CompletionCreateParamsNonStreaming,
     "Strict non-streaming Chat Completions create params, mirrored from the installed openai SDK.",
+    "openai",
 )
 ResponsesParams: type[BaseModel] = _model_from_typeddict(
     "ResponsesParams",
     ResponseCreateParamsNonStreaming,
     "Strict non-streaming Responses create params, mirrored from the installed openai SDK.",
+    "openai",
 )
 
 
@@ -86,6 +90,7 @@ def anthropic_params() -> type[BaseModel]:
         "AnthropicParams",
         AnthropicCreateParamsNonStreaming,
         "Strict non-streaming Anthropic Messages create params, mirrored from the installed anthropic SDK.",
+        "anthropic",
     )
 
 

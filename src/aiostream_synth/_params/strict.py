@@ -28,6 +28,12 @@ an annotation so that pydantic validates it eagerly and strictly:
 an assistant replay without ``status``) sent nothing wrong that the upstream cannot default.
 Only a literal ``type`` / ``role`` keeps its required-ness: it says which kind of object this is.
 
+``open_values=True`` builds the mirrors of an SDK older than the one our rules track
+(:mod:`._sdk_age`): an enumeration of strings (``detail: "low" | "high" | "auto"``) accepts any
+string, because an old SDK's list may lack a value real clients send today (``"original"``),
+which the proxy forwards rather than refuse. A literal ``type`` / ``role`` stays closed: it
+chooses the union arm, and an unknown kind is judged by the rules for unknown kinds.
+
 The field sets therefore follow whatever openai version is installed.
 """
 
@@ -78,8 +84,8 @@ _REQUIRED: tuple[Any, ...] = tuple({typing_extensions.Required, typing.Required}
 _ANNOTATED: tuple[Any, ...] = tuple({typing.Annotated, typing_extensions.Annotated})
 _LITERAL: tuple[Any, ...] = tuple({typing.Literal, typing_extensions.Literal})
 
-_cache: dict[tuple[Any, bool], Any] = {}
-_building: set[tuple[Any, bool]] = set()
+_cache: dict[tuple[Any, bool, bool], Any] = {}
+_building: set[tuple[Any, bool, bool]] = set()
 #: Keys that say which kind of object this is (their required-ness survives relaxing when
 #: their annotation is a literal; a wrong one means another arm of a union).
 KIND_KEYS = frozenset({"type", "role"})
@@ -99,8 +105,22 @@ def _is_literal(tp: Any) -> bool:
     return get_origin(tp) in _LITERAL
 
 
-def _strict_typeddict(tp: type, relaxed: bool) -> Any:
-    cache_key = (tp, relaxed)
+def _is_kind_literal(tp: Any) -> bool:
+    """A kind key's annotation: a literal, or an optional one (``type: "custom" | None``)."""
+    if _is_union(tp):
+        arms = [arm for arm in get_args(tp) if arm is not type(None)]
+        return bool(arms) and all(_is_literal(arm) for arm in arms)
+    return _is_literal(tp)
+
+
+def _opened(tp: Any) -> Any:
+    """An enumeration of strings as ``str`` (``open_values``); any other literal as it is."""
+    values = get_args(tp)
+    return str if values and all(isinstance(value, str) for value in values) else tp
+
+
+def _strict_typeddict(tp: type, relaxed: bool, open_values: bool) -> Any:
+    cache_key = (tp, relaxed, open_values)
     if cache_key in _cache:
         return _cache[cache_key]
     if cache_key in _building:  # a recursive type: accept any object at the recursion point
@@ -120,7 +140,8 @@ def _strict_typeddict(tp: type, relaxed: bool) -> Any:
             bare = _strip_required(hint)
             if relaxed and not (key in KIND_KEYS and _is_literal(bare)):
                 required = False
-            inner = strict_type(bare, relaxed=relaxed)
+            kind = key in KIND_KEYS and _is_kind_literal(bare)
+            inner = strict_type(bare, relaxed=relaxed, open_values=open_values and not kind)
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
             fields[key] = wrapper[inner]
         make_typeddict: Any = typing_extensions.TypedDict
@@ -134,10 +155,10 @@ def _strict_typeddict(tp: type, relaxed: bool) -> Any:
     return mirrored
 
 
-def _strict_model(tp: type[BaseModel], relaxed: bool) -> Any:
+def _strict_model(tp: type[BaseModel], relaxed: bool, open_values: bool) -> Any:
     """A pydantic model arm (the anthropic SDK lets a request carry its response blocks back)
     as a TypedDict mirror, so that a JSON object validates to a plain dict, never a model."""
-    cache_key = (tp, relaxed)
+    cache_key = (tp, relaxed, open_values)
     if cache_key in _cache:
         return _cache[cache_key]
     if cache_key in _building:
@@ -148,10 +169,13 @@ def _strict_model(tp: type[BaseModel], relaxed: bool) -> Any:
         for name, info in tp.model_fields.items():
             bare = info.annotation
             required = info.is_required()
-            if relaxed and not ((info.alias or name) in KIND_KEYS and _is_literal(bare)):
+            key = info.alias or name
+            if relaxed and not (key in KIND_KEYS and _is_literal(bare)):
                 required = False
+            kind = key in KIND_KEYS and _is_kind_literal(bare)
+            inner = strict_type(bare, relaxed=relaxed, open_values=open_values and not kind)
             wrapper = typing_extensions.Required if required else typing_extensions.NotRequired
-            fields[info.alias or name] = wrapper[strict_type(bare, relaxed=relaxed)]
+            fields[key] = wrapper[inner]
         make_typeddict: Any = typing_extensions.TypedDict
         mirrored: Any = make_typeddict(tp.__name__, fields, total=False)
         mirrored.__pydantic_config__ = _FORBID
@@ -319,10 +343,10 @@ def _union_leaves(args: tuple[Any, ...]) -> list[Any]:
     return leaves
 
 
-def _strict_union(args: tuple[Any, ...], relaxed: bool) -> Any:
+def _strict_union(args: tuple[Any, ...], relaxed: bool, open_values: bool) -> Any:
     arms: list[Any] = []
     for arm in _union_leaves(args):
-        strict = strict_type(arm, relaxed=relaxed)
+        strict = strict_type(arm, relaxed=relaxed, open_values=open_values)
         if strict not in arms:
             arms.append(strict)
     dict_arms = [arm for arm in arms if _is_typeddict(arm)]
@@ -351,31 +375,36 @@ def _is_file_input(tp: Any, origin: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, (os.PathLike, typing.IO))
 
 
-def strict_type(tp: Any, *, relaxed: bool = False) -> Any:
+def strict_type(tp: Any, *, relaxed: bool = False, open_values: bool = False) -> Any:
     """Return the strict, eagerly validatable counterpart of an SDK annotation
-    (``relaxed``: with no required keys but literal kinds, see the module docstring)."""
+    (``relaxed``: with no required keys but literal kinds; ``open_values``: with enumerations
+    of strings open to any string but the kind keys'; see the module docstring)."""
     if _is_typeddict(tp):
-        return _strict_typeddict(tp, relaxed)
+        return _strict_typeddict(tp, relaxed, open_values)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return _strict_model(tp, relaxed)
+        return _strict_model(tp, relaxed, open_values)
     origin = get_origin(tp)
     if _is_file_input(tp, origin):
         return str
     if origin is None:
         return _INT if tp is int else tp
     args = get_args(tp)
+
+    def inner(arg: Any) -> Any:
+        return strict_type(arg, relaxed=relaxed, open_values=open_values)
+
     if origin in _ANNOTATED:
-        return strict_type(args[0], relaxed=relaxed)
+        return inner(args[0])
     if origin in (Union, types.UnionType):
-        return _strict_union(args, relaxed)
+        return _strict_union(args, relaxed, open_values)
     if origin in _LITERAL:
-        return tp
+        return _opened(tp) if open_values else tp
     if origin in _LIST_ORIGINS or getattr(origin, "__name__", "") == "SequenceNotStr":
-        return list[strict_type(args[0], relaxed=relaxed)]  # type: ignore[misc]
+        return list[inner(args[0])]  # type: ignore[misc]
     if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
-        return dict[strict_type(args[0], relaxed=relaxed), strict_type(args[1], relaxed=relaxed)]  # type: ignore[misc]
+        return dict[inner(args[0]), inner(args[1])]  # type: ignore[misc]
     if origin is tuple:
-        return tuple[tuple(strict_type(arg, relaxed=relaxed) for arg in args)]  # type: ignore[misc]
+        return tuple[tuple(inner(arg) for arg in args)]  # type: ignore[misc]
     return tp
 
 

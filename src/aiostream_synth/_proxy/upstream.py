@@ -52,9 +52,12 @@ def sdk_http_module(client_class: type) -> ModuleType:
 
 #: The openai SDK's HTTP library (see :func:`sdk_http_module`).
 _http = sdk_http_module(openai.DefaultAsyncHttpxClient)
-#: Whether the SDK's ``post`` takes the body as bytes (``content=``, openai 3.x); before, only
-#: as a JSON-able object, which a waiting stream then keeps as Python objects.
-_POSTS_BYTES = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
+#: The ``post`` keyword that carries a body already serialized: ``content`` on openai 3.x; the
+#: releases before take bytes as ``body`` and send them as they are (openai 2.x's request
+#: builder posts a ``bytes`` body as the request content).
+_BYTES_KEYWORD = (
+    "content" if "content" in inspect.signature(openai.AsyncOpenAI.post).parameters else "body"
+)
 
 #: The Messages API version sent when the client named none.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -176,14 +179,10 @@ class UpstreamBackend:
             else self._headers(call.headers)
         )
         path = spec_for(call.dialect).upstream_path
-        sent: dict[str, Any]
-        if _POSTS_BYTES:
-            # The SDK's own format, compact UTF-8. A waiting stream keeps its request as the
-            # bytes sent, not as the parsed params (about 2.3x the JSON's size in Python
-            # objects; 66 KB Codex turns, bench_load.py).
-            sent = {"content": dumps_exact(call.params)}
-        else:  # an openai SDK before 3.x posts JSON bodies only: the params, kept as objects
-            sent = {"body": call.params}
+        # The SDK's own format, compact UTF-8. A waiting stream keeps its request as the bytes
+        # sent, not as the parsed params (about 2.3x the JSON's size in Python objects; 66 KB
+        # Codex turns, bench_load.py).
+        sent: dict[str, Any] = {_BYTES_KEYWORD: dumps_exact(call.params)}
         del call
         shard = self._shard()
         shard.in_flight += 1

@@ -178,6 +178,11 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
             self._progressed = True
             self._head_bytes += len(name) + len(value) + 4
             if self._in_head:
+                # RFC 9110 §5.5: whitespace ending a field is not part of its value (llhttp
+                # keeps it; uvicorn strips it only since 0.55). Checked first: no new bytes
+                # object for the usual value.
+                if value[-1:] in (b" ", b"\t"):
+                    value = value.rstrip(b" \t")
                 super().on_header(name, value)
                 return
             # A trailer, after a chunked body: read and dropped (uvicorn would append it to
