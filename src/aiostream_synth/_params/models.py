@@ -17,7 +17,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from aiostream_synth._params.sdk_age import sdk_is_older
+from aiostream_synth._params.sdks import require_sdk, sdk_is_older
 from aiostream_synth._params.strict import list_item_type, strict_type
 
 __all__ = [
@@ -38,7 +38,7 @@ CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", 
 def _model_from_typeddict(name: str, source: Any, doc: str, sdk: str) -> type[BaseModel]:
     """A model whose top-level required fields are the SDK's and whose nested objects are
     the relaxed mirrors (decision P10: a missing nested key is never an error); an SDK older
-    than the release our rules track gets open enumerations (:mod:`.sdk_age`)."""
+    than the release our rules track gets open enumerations (:mod:`.sdks`)."""
     required = set(strict_type(source).__required_keys__)
     strict = strict_type(source, relaxed=True, open_values=sdk_is_older(sdk))
     hints = typing_extensions.get_type_hints(strict, include_extras=True)
@@ -82,6 +82,7 @@ def anthropic_params() -> type[BaseModel]:
     *beta* params (the superset Claude Code sends: ``context_management``, ``output_config``,
     ``thinking`` variants, ``role: "system"`` messages...). Built on first use: the beta types
     are large (about a second to build), and only Anthropic requests need them."""
+    require_sdk("anthropic", "the Anthropic Messages dialect")
     from anthropic.types.beta.message_create_params import (
         MessageCreateParamsNonStreaming as AnthropicCreateParamsNonStreaming,
     )

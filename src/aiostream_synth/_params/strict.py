@@ -29,7 +29,7 @@ an assistant replay without ``status``) sent nothing wrong that the upstream can
 Only a literal ``type`` / ``role`` keeps its required-ness: it says which kind of object this is.
 
 ``open_values=True`` builds the mirrors of an SDK older than the one our rules track
-(:mod:`._sdk_age`): an enumeration of strings (``detail: "low" | "high" | "auto"``) accepts any
+(:mod:`.sdks`): an enumeration of strings (``detail: "low" | "high" | "auto"``) accepts any
 string, because an old SDK's list may lack a value real clients send today (``"original"``),
 which the proxy forwards rather than refuse. A literal ``type`` / ``role`` stays closed: it
 chooses the union arm, and an unknown kind is judged by the rules for unknown kinds.

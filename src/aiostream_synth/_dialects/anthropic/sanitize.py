@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from aiostream_synth._params.models import anthropic_params, is_mirror
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._params.sdks import require_sdk
 from aiostream_synth._params.validation import drop_unknown_kinds, validate_params
 from aiostream_synth._params.view import attach_views
 from aiostream_synth._wire.errors import RequestError
@@ -74,6 +75,7 @@ def _type_literals(tp: Any) -> set[str]:
 def request_block_types() -> frozenset[str]:
     """The content block types a request may carry, per the installed SDK (read on first use:
     importing the anthropic SDK's types costs most of a second)."""
+    require_sdk("anthropic", "the Anthropic Messages dialect")
     from anthropic.types.beta import BetaContentBlockParam
 
     return frozenset(_type_literals(BetaContentBlockParam))

@@ -7,6 +7,7 @@ failure, so non-streaming requests get the same preparation as streaming ones.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -26,10 +27,19 @@ from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, Local
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._params.models import anthropic_params, params_dict
 from aiostream_synth._params.removals import Removals
+from aiostream_synth._params.sdks import sdk_installed
+from aiostream_synth._wire.errors import RequestError
 
 __all__ = ["ANTHROPIC", "estimate_input_tokens"]
 
 _NOT_IDENTIFYING = ("stream", "max_tokens")
+LOG = logging.getLogger("aiostream_synth.dialects")
+#: Why a Messages request is refused where the anthropic SDK (the ``[anthropic]`` extra) is not
+#: installed: the dialect's request rules and block types are built from its types.
+_NO_SDK = (
+    "the Anthropic Messages dialect is not available here: it needs the anthropic SDK "
+    "(pip install 'aiostream-synth[anthropic]')"
+)
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +73,8 @@ class AnthropicSpec:
         sanitize: SanitizeOptions,
         params_model: type[BaseModel] | None,
     ) -> PreparedRequest:
+        if not sdk_installed("anthropic"):
+            raise RequestError(501, _NO_SDK, type="api_error")
         removals = Removals()
         cleaned = sanitize_anthropic_body(
             body,
@@ -111,7 +123,11 @@ class AnthropicSpec:
         return {k: v for k, v in body.items() if k not in _NOT_IDENTIFYING}
 
     def warm_up(self) -> None:
-        """The params model and the SDK's block types (about a second, first use only)."""
+        """The params model and the SDK's block types (about a second, first use only); without
+        the anthropic SDK, one WARNING that Messages requests will be refused (501)."""
+        if not sdk_installed("anthropic"):
+            LOG.warning("%s: /v1/messages answers 501", _NO_SDK)
+            return
         anthropic_params()
         request_block_types()
         known_block_types()

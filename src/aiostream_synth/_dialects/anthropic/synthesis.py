@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import orjson
 
+from aiostream_synth._params.sdks import require_sdk
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
@@ -62,6 +63,7 @@ _WHAT = "anthropic message"
 def known_block_types() -> frozenset[str]:
     """The content block types of the installed anthropic SDK's (beta) Message (read on first
     use: importing the SDK's types costs most of a second)."""
+    require_sdk("anthropic", "the Anthropic Messages dialect")
     from anthropic.types.beta import BetaContentBlock
 
     arms = typing.get_args(typing.get_args(BetaContentBlock)[0])

@@ -1,4 +1,9 @@
-"""Which installed SDK is older than the releases our request rules are written against.
+"""The SDKs installed: whether the optional one is there, and which is older than the releases
+our request rules are written against.
+
+The openai SDK is a dependency; the anthropic SDK is the ``[anthropic]`` extra (in ``[proxy]``),
+needed only by the Anthropic Messages dialect: :func:`require_sdk` says so in one line where a
+Messages request or synthesis would otherwise fail on a bare ``ModuleNotFoundError``.
 
 The strict mirrors (:mod:`.strict`) are built from whatever openai / anthropic SDK is installed,
 so an older SDK (NeMo Gym pins ``openai==2.7.2`` and ``anthropic==0.109.2``) gives older field
@@ -17,11 +22,12 @@ One WARNING per SDK says so, the first time its mirrors are built.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from functools import cache
 
-__all__ = ["TRACKED", "sdk_is_older", "version_tuple"]
+__all__ = ["TRACKED", "require_sdk", "sdk_installed", "sdk_is_older", "version_tuple"]
 
 LOG = logging.getLogger("aiostream_synth.params")
 
@@ -36,6 +42,29 @@ def version_tuple(version: str) -> tuple[int, ...]:
     if numbers is None:
         raise ValueError(f"not a version number: {version!r}")
     return tuple(int(part) for part in numbers.group().split("."))
+
+
+#: The extra that installs each SDK that is not a dependency of the package itself.
+_EXTRAS = {"anthropic": "anthropic"}
+
+
+@cache
+def sdk_installed(sdk: str) -> bool:
+    """Whether ``sdk`` can be imported (``"openai"`` always can: it is a dependency)."""
+    try:
+        importlib.import_module(sdk)
+    except ImportError:
+        return False
+    return True
+
+
+def require_sdk(sdk: str, needed_by: str) -> None:
+    """Raise a ``ModuleNotFoundError`` naming the extra to install when ``sdk`` is missing."""
+    if not sdk_installed(sdk):
+        raise ModuleNotFoundError(
+            f"{needed_by} needs the {sdk} SDK: pip install 'aiostream-synth[{_EXTRAS[sdk]}]'",
+            name=sdk,
+        )
 
 
 def _installed_version(sdk: str) -> str:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from typing import Any, Literal, Optional, Required, Union
 
+import httpx
 import openai
 import pytest
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from aiostream_synth import RequestError, prepare_request
-from aiostream_synth._params import sdk_age
+from aiostream_synth._params import sdks
 from aiostream_synth._params.strict import strict_type
 
 
@@ -25,19 +28,19 @@ from aiostream_synth._params.strict import strict_type
     ],
 )
 def test_version_numbers(text: str, numbers: tuple[int, ...]) -> None:
-    assert sdk_age.version_tuple(text) == numbers
+    assert sdks.version_tuple(text) == numbers
 
 
 def test_a_version_without_numbers_is_refused() -> None:
     with pytest.raises(ValueError, match="not a version number: 'dev'"):
-        sdk_age.version_tuple("dev")
+        sdks.version_tuple("dev")
 
 
 @pytest.fixture
 def fresh_answers() -> Any:
-    sdk_age.sdk_is_older.cache_clear()
+    sdks.sdk_is_older.cache_clear()
     yield
-    sdk_age.sdk_is_older.cache_clear()
+    sdks.sdk_is_older.cache_clear()
 
 
 @pytest.mark.usefixtures("fresh_answers")
@@ -49,8 +52,8 @@ def test_an_older_sdk_is_said_once(
 ) -> None:
     monkeypatch.setattr(openai, "__version__", installed)
     caplog.set_level(logging.WARNING, "aiostream_synth.params")
-    assert sdk_age.sdk_is_older("openai") is older
-    assert sdk_age.sdk_is_older("openai") is older
+    assert sdks.sdk_is_older("openai") is older
+    assert sdks.sdk_is_older("openai") is older
     messages = [record.getMessage() for record in caplog.records]
     if older:
         assert messages == [
@@ -64,7 +67,7 @@ def test_an_older_sdk_is_said_once(
 
 def test_an_unknown_sdk_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown SDK 'gemini'"):
-        sdk_age.sdk_is_older("gemini")
+        sdks.sdk_is_older("gemini")
 
 
 # -- the mirror's open enumerations (synthetic types: the same on every SDK) ---------------------
@@ -126,7 +129,7 @@ def test_open_values_keep_unknown_keys_unknown() -> None:
 def test_a_value_no_sdk_knows_is_refused_by_a_current_sdk_and_forwarded_by_an_older_one() -> None:
     image = {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "ultra"}
     body = {"model": "m", "stream": True, "input": [{"role": "user", "content": [image]}]}
-    if sdk_age.sdk_is_older("openai"):
+    if sdks.sdk_is_older("openai"):
         prepared = prepare_request("responses", body)
         assert prepared.params["input"][0]["content"][0] == image
         assert not prepared.dropped
@@ -135,3 +138,84 @@ def test_a_value_no_sdk_knows_is_refused_by_a_current_sdk_and_forwarded_by_an_ol
             prepare_request("responses", body)
         assert caught.value.status_code == 400
         assert caught.value.body["error"]["param"] == "input[0].content[0].detail"
+
+
+# -- without the anthropic SDK (the [anthropic] extra not installed) -----------------------------
+
+_WITHOUT_ANTHROPIC = """
+import logging, sys
+sys.modules["anthropic"] = None  # what an environment without the [anthropic] extra imports
+logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+
+from aiostream_synth import RequestError, prepare_request, synthesize_chat_completion_sse
+from aiostream_synth._dialects.registry import spec_for
+
+completion = {
+    "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                 "finish_reason": "stop"}],
+}
+print("chat frames", "".join(synthesize_chat_completion_sse(completion)).count("data:"))
+prepared = prepare_request("responses", {"model": "m", "stream": True, "input": "x"})
+print("responses prepared", prepared.stream)
+try:
+    prepare_request("anthropic", {"model": "m", "stream": True, "max_tokens": 5, "messages": []})
+except RequestError as refused:
+    print("anthropic refused", refused.status_code, refused.body["error"]["message"])
+try:
+    from aiostream_synth import synthesize_anthropic_sse
+    list(synthesize_anthropic_sse({"content": [{"type": "text", "text": "x"}]}))
+except ModuleNotFoundError as missing:
+    print("anthropic synthesis", missing.name, missing)
+spec_for("anthropic").warm_up()
+"""
+
+
+def test_every_other_dialect_works_without_the_anthropic_sdk() -> None:
+    """The core needs no anthropic SDK; a Messages request is a 501 naming the extra, the
+    Messages synthesis an import error naming it, and the proxy's warm-up says so once."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_ANTHROPIC], capture_output=True, text=True, check=True
+    )
+    extra = "pip install 'aiostream-synth[anthropic]'"
+    assert done.stdout.splitlines() == [
+        "chat frames 4",
+        "responses prepared True",
+        "anthropic refused 501 the Anthropic Messages dialect is not available here: it needs "
+        f"the anthropic SDK ({extra})",
+        f"anthropic synthesis anthropic the Anthropic Messages dialect needs the anthropic SDK: {extra}",
+    ]
+    assert done.stderr.splitlines() == [
+        "aiostream_synth.dialects the Anthropic Messages dialect is not available here: it needs "
+        f"the anthropic SDK ({extra}): /v1/messages answers 501"
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_proxy_answers_messages_with_a_501_in_anthropics_shape_without_the_sdk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiostream_synth._dialects.anthropic import spec
+    from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+
+    monkeypatch.setattr(spec, "sdk_installed", lambda sdk: sdk != "anthropic")
+    body = {
+        "model": "m",
+        "stream": True,
+        "max_tokens": 9,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    transport = httpx.ASGITransport(app=ProxyApp(ProxyConfig()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as http:
+        answer = await http.post("/v1/messages", json=body)
+        chat = await http.post(
+            "/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert answer.status_code == 501
+    assert answer.json()["type"] == "error"
+    assert answer.json()["error"]["type"] == "api_error"
+    assert "aiostream-synth[anthropic]" in answer.json()["error"]["message"]
+    assert "request-id" in answer.headers
+    assert chat.status_code == 200
+    assert chat.text.endswith("data: [DONE]\n\n")
