@@ -15,6 +15,8 @@ import pytest
 from openai.types.responses import ResponseOutputItem, Tool, WebSearchTool
 from openai.types.responses.response_usage import InputTokensDetails
 
+from aiostream_synth._params.sdks import sdk_is_older
+
 OPENAI_VERSION: str = openai.__version__
 ANTHROPIC_VERSION: str = anthropic.__version__
 
@@ -65,6 +67,13 @@ def needs_openai(present: bool, what: str) -> pytest.MarkDecorator:
 
 
 needs_namespace_tools = needs_openai("namespace" in TOOL_KINDS, "namespace tools")
+
+
+#: Whether the installed openai SDK's enumerations are the ones our rules judge values by (an
+#: older SDK's are open: a value it lacks is forwarded, see ``aiostream_synth._params.sdks``).
+judges_enumerations = needs_openai(
+    not sdk_is_older("openai"), "current enumerations (an older SDK's values are forwarded)"
+)
 
 
 def needs_output_item(kind: str) -> pytest.MarkDecorator:

@@ -230,9 +230,17 @@ def test_every_output_item_kind_streams_valid_full_fidelity_events(item_model: A
 
 def _same_citations(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """No citations is no citations: ``[]`` (what a message may say) and ``null`` (what the
-    SDK's stream helper keeps when no ``citations_delta`` came) alike."""
+    SDK's stream helper keeps when no ``citations_delta`` came) alike. The helper of anthropic
+    releases before 1.x also adds ``parsed_output: null`` to every text block it rebuilds (its
+    parsed block type): the SDK's, not the stream's."""
     return [
-        {**b, "citations": b.get("citations") or None} if b["type"] == "text" else b for b in blocks
+        {
+            **{k: v for k, v in b.items() if not (k == "parsed_output" and v is None)},
+            "citations": b.get("citations") or None,
+        }
+        if b["type"] == "text"
+        else b
+        for b in blocks
     ]
 
 
