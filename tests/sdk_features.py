@@ -1,4 +1,6 @@
-"""What the installed SDKs have, read from their own types (never through our code).
+"""What the installed SDKs have, read from their own types (only whether our rules treat the
+installed openai SDK as older comes from our code: ``judges_enumerations``, tested in
+``test_sdks.py``).
 
 The suite runs on the newest SDKs and on the lowest we support (nox's ``tests-lowest``). A test
 whose input or expectation uses something an older SDK lacks asks here, and either expects
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, get_args, get_origin
 
-import anthropic
 import openai
 import pytest
 from openai.types.responses import ResponseOutputItem, Tool, WebSearchTool
@@ -18,7 +19,6 @@ from openai.types.responses.response_usage import InputTokensDetails
 from aiostream_synth._params.sdks import sdk_is_older
 
 OPENAI_VERSION: str = openai.__version__
-ANTHROPIC_VERSION: str = anthropic.__version__
 
 
 def _kinds(union: Any) -> frozenset[str]:

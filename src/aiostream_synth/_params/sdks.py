@@ -68,15 +68,10 @@ def require_sdk(sdk: str, needed_by: str) -> None:
 
 
 def _installed_version(sdk: str) -> str:
-    if sdk == "openai":
-        import openai
-
-        return openai.__version__
-    if sdk == "anthropic":
-        import anthropic
-
-        return anthropic.__version__
-    raise ValueError(f"unknown SDK {sdk!r}: expected one of {sorted(TRACKED)}")
+    if sdk not in TRACKED:
+        raise ValueError(f"unknown SDK {sdk!r}: expected one of {sorted(TRACKED)}")
+    version: str = importlib.import_module(sdk).__version__
+    return version
 
 
 @cache
