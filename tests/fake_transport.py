@@ -1,9 +1,12 @@
 """An asyncio transport that keeps what is written, for tests that drive a server's protocol
-object by hand (``serve``'s uvicorn protocol, the lean server)."""
+object by hand (``serve``'s uvicorn protocol, the lean server); and a TCP socket that says
+when its last data came (``_proxy/arrival.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from typing import Any
 
 
@@ -51,3 +54,36 @@ class FakeTransport(asyncio.Transport):
 
     def resume_reading(self) -> None:
         self.paused = False
+
+
+class FakeTcpSocket:
+    """Says its last data came ``waited_ms`` ago, as Linux's ``struct tcp_info`` does."""
+
+    family = socket.AF_INET
+
+    def __init__(self, waited_ms: int = 0, *, size: int = 104, error: bool = False) -> None:
+        self.info = bytearray(size)
+        if size >= 56:
+            struct.pack_into("=I", self.info, 52, waited_ms)
+        self.error = error
+
+    def getsockname(self) -> tuple[str, int]:
+        return ("127.0.0.1", 8000)
+
+    def getpeername(self) -> tuple[str, int]:
+        return ("127.0.0.1", 40000)
+
+    def getsockopt(self, level: int, option: int, length: int) -> bytes:
+        assert (level, option) == (socket.IPPROTO_TCP, getattr(socket, "TCP_INFO", None))
+        if self.error:
+            raise OSError(9, "Bad file descriptor")
+        return bytes(self.info[:length])
+
+
+class SocketTransport(FakeTransport):
+    def __init__(self, sock: Any) -> None:
+        super().__init__()
+        self.sock = sock
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.sock if name == "socket" else super().get_extra_info(name, default)

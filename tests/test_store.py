@@ -5,6 +5,7 @@ memory store's bounds (oldest evicted first, logged and counted; a TTL after the
 from __future__ import annotations
 
 import logging
+import tracemalloc
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -90,6 +91,27 @@ async def test_a_response_expires_its_ttl_after_its_last_event() -> None:
     assert await store.get("r1") is None
     assert store.expired == 1
     assert store.bytes == 0
+
+
+async def test_a_kept_input_holds_its_own_size_only() -> None:
+    """A waiting stream of a stored response keeps its input serialized; orjson's own result
+    would keep ~4 KiB of capacity behind a one-line input (#32 §1: 16.2 KiB per waiting stream
+    instead of 12)."""
+    store = MemoryStore()
+    items = [{"type": "message", "role": "user", "content": "hello"}]
+    count = 200
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(count):
+            await store.create(f"r{k}", "owner", {"id": f"r{k}"}, input_items=items)
+        per_response = (tracemalloc.get_traced_memory()[0] - before) / count
+    finally:
+        tracemalloc.stop()
+    assert per_response < 1500, f"{per_response:.0f} bytes per stored response"
+    kept = await store.get("r0")
+    assert kept is not None
+    assert kept.input == items
 
 
 async def test_a_waiter_wakes_on_the_next_event(store: ResponseStore) -> None:

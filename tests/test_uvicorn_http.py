@@ -7,16 +7,19 @@ Plain functions running their own loop: the protocol exists on asyncio only."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Coroutine, MutableMapping
 from typing import Any
 
+import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
 from aiostream_synth._proxy.uvicorn_http import http_protocol
 from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
 
-from .fake_transport import FakeTransport
+from .fake_transport import FakeTcpSocket, FakeTransport, SocketTransport
 
 REQUEST = b"POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -35,7 +38,7 @@ class _Request:
         self.seen.set()
         await self.release.wait()
 
-    async def open(self) -> tuple[Any, FakeTransport]:
+    async def open(self, transport: FakeTransport | None = None) -> tuple[Any, FakeTransport]:
         config = uvicorn.Config(
             self.app, lifespan="off", http=http_protocol(), log_level="error", interface="asgi3"
         )
@@ -43,7 +46,7 @@ class _Request:
         protocol = config.http_protocol_class(  # type: ignore[call-arg]
             config=config, server_state=ServerState(), app_state={}
         )
-        transport = FakeTransport()
+        transport = transport or FakeTransport()
         protocol.connection_made(transport)
         protocol.data_received(REQUEST)
         await self.seen.wait()  # the request's task runs
@@ -64,6 +67,20 @@ def test_each_request_is_stamped_with_its_arrival_on_the_loop_clock() -> None:
         assert isinstance(stamp, float)
         assert before <= stamp <= loop.time()
         assert callable(request.scope[ON_DISCONNECT])
+        request.release.set()
+
+    _run(main())
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="TCP_INFO is Linux's")
+def test_the_stamp_is_when_the_kernel_received_the_request() -> None:
+    """A request the loop read late is stamped when its bytes came (``arrival.py``)."""
+
+    async def main() -> None:
+        request = _Request()
+        before = time.monotonic()
+        await request.open(SocketTransport(FakeTcpSocket(waited_ms=700)))
+        assert before - 0.7 <= request.scope[RECEIVED_AT] <= time.monotonic() - 0.7
         request.release.set()
 
     _run(main())

@@ -50,8 +50,9 @@ And what uvicorn does not, for clients that are not to be trusted (each limit a 
 * bytes after a connection's last request (``Connection: close``, HTTP/1.0) are read and
   ignored: that request is answered, nothing after it is parsed or answered.
 
-And, for the app (``_serving.asgi``): each request's scope carries ``RECEIVED_AT``, the loop's
-time when its first bytes were parsed, and ``ON_DISCONNECT``, a function taking the callback to
+And, for the app (``_serving.asgi``): each request's scope carries ``RECEIVED_AT``, when its
+bytes reached the kernel (``arrival.py``; else the loop's time when its first bytes were
+parsed), and ``ON_DISCONNECT``, a function taking the callback to
 call when its client leaves — so a stream needs no task waiting in ``receive()``. The scope has
 no ``state`` (the lifespan's state is not supported; the proxy does not use it).
 
@@ -76,6 +77,7 @@ from typing import Any, cast
 
 import httptools
 
+from aiostream_synth._proxy.arrival import arrival, tcp_socket
 from aiostream_synth._proxy.http_defences import (
     BODY_TIMEOUT_S,
     DRAIN_BYTES,
@@ -424,6 +426,7 @@ class _Connection(asyncio.Protocol):
         "server",
         "sockname",
         "stalled",
+        "tcp",
         "timer",
         "timing",
         "trailers",
@@ -469,6 +472,8 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
         self.received_at = 0.0
+        #: The connection's TCP socket, which says when its data arrived (None: it cannot).
+        self.tcp: Any | None = None
         #: The connection's one deadline, for what it waits for (``timing``): ``"idle"``, the
         #: keep-alive period after a response; ``"head"``, a request head; ``"body"``, the
         #: body the app waits for, silent since ``body_seen`` (the timer is pushed back lazily,
@@ -502,6 +507,7 @@ class _Connection(asyncio.Protocol):
             self._linger()  # nothing of this connection is parsed or answered
             return
         server.connections.add(self)
+        self.tcp = tcp_socket(transport)
         self._time(server.limits.head_timeout_s, "head")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -844,7 +850,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self.in_message = self.in_head = self.progressed = True
-        self.received_at = self.server.loop.time()
+        self.received_at = arrival(self.tcp, self.server.loop.time())
         self.url = b""
         self.headers = []
         self.head_bytes = 0

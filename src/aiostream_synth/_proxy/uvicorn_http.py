@@ -6,8 +6,8 @@ each request arrived and calling it back when its client leaves.
   parsed before it (0.46 s at p99 for 5,000 one-line requests, measured in the server; longer
   with large bodies). The client is silent all that time too, so the stream's first keepalive
   is due one interval after the request arrived, not after the app got to it: the scope
-  carries :data:`~aiostream_synth._serving.asgi.RECEIVED_AT`, the loop's time when the
-  request's first bytes were parsed.
+  carries :data:`~aiostream_synth._serving.asgi.RECEIVED_AT`, when the request's bytes reached
+  the kernel (``arrival.py``; else the loop's time when its first bytes were parsed).
 * **Disconnect.** ASGI tells an app that its client left only through a pending ``receive()``,
   so a streaming app keeps a task waiting there for the whole stream (about 1 KiB). The scope
   carries :data:`~aiostream_synth._serving.asgi.ON_DISCONNECT` instead: a function the app
@@ -47,6 +47,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from aiostream_synth._proxy.arrival import arrival, tcp_socket
 from aiostream_synth._proxy.http_defences import (
     DRAIN_BYTES,
     LINGER_S,
@@ -101,6 +102,11 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
         _lingering: int | None = None  # after a refusal: bytes still to throw away
         _trailers: list[bytes] | None = None  # the current request's dropped trailers' names
         _linger_timer: asyncio.TimerHandle | None = None
+        _tcp: Any | None = None  # the TCP socket, which says when data arrived (arrival.py)
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._tcp = tcp_socket(transport)
 
         def data_received(self, data: bytes) -> None:
             if self._lingering is not None:  # refused: read and thrown away, up to a bound
@@ -166,7 +172,7 @@ def http_protocol(write_timeout_s: float = WRITE_TIMEOUT_S) -> type[asyncio.Prot
             self._in_message = self._in_head = self._progressed = True
             self._head_bytes = self._stalled = 0
             scope: dict[str, Any] = self.scope  # type: ignore[assignment]
-            scope[RECEIVED_AT] = self.loop.time()
+            scope[RECEIVED_AT] = arrival(self._tcp, self.loop.time())
             scope[ON_DISCONNECT] = self._watch_disconnect
 
         def on_url(self, url: bytes) -> None:
