@@ -49,7 +49,9 @@ head, less K for the servers that send it with the first tick; the proxy counts 
 the request's arrival in the kernel, so a stream it prepared late within its first interval
 shows the delay in its end lag) and the rest, its end lag (how late the stream ended after its
 own start + T), and counts the late keepalives (gaps over
-1.1 K) with where they fall in their streams (seconds from the request's send, p50). Loopback
+1.1 K) with where they fall in their streams (seconds from the request's send, p50), and
+gives the server's CPU per request while the wave opened (from before its first request until
+every stream had its first byte: accepting, reading, preparing, starting, one tick each). Loopback
 only; bounded in count and time.
 
     python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
@@ -745,12 +747,22 @@ async def one_stream(
     head_delay: float = 0.0,
     after: float = 0.0,
     batch: Batch | None = None,
+    client: str = "streams",
 ) -> None:
-    """``--client streams``: one task per stream on asyncio's streams (reader and writer)."""
+    """One stream, opened at its time (``--ramp``) and in its batch's turn (``--open-batch``),
+    read by the ``client`` asked for."""
     await asyncio.sleep(after)  # --ramp: this stream's arrival
     if batch is not None:  # --open-batch: after the batch before it has sent its requests
         await batch.turn.wait()
     record = StreamRecord(stats, wire, delay, interval, head_delay)
+    read = _read_by_protocol if client == "protocol" else _read_by_streams
+    await read(port, record, request_bytes(wire, body), batch)
+
+
+async def _read_by_streams(
+    port: int, record: StreamRecord, request: bytes, batch: Batch | None
+) -> None:
+    """``--client streams``: the stream's task reads through asyncio's streams."""
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
@@ -758,7 +770,7 @@ async def one_stream(
         if batch is not None:
             batch.sent_one()
         return
-    writer.write(request_bytes(wire, body))
+    writer.write(request)
     record.sent()
     if batch is not None:
         batch.sent_one()
@@ -856,27 +868,15 @@ class ProtocolStream(asyncio.Protocol):
         self._finish(exc or ConnectionResetError("closed before the last chunk"))
 
 
-async def one_protocol_stream(
-    port: int,
-    wire: Wire,
-    body: bytes,
-    stats: Stats,
-    delay: float,
-    interval: float,
-    head_delay: float = 0.0,
-    after: float = 0.0,
-    batch: Batch | None = None,
+async def _read_by_protocol(
+    port: int, record: StreamRecord, request: bytes, batch: Batch | None
 ) -> None:
     """``--client protocol``: the task lives only until the connection is made and its request
     written; the stream is then a protocol object until it ends."""
-    await asyncio.sleep(after)
-    if batch is not None:
-        await batch.turn.wait()
-    record = StreamRecord(stats, wire, delay, interval, head_delay)
     loop = asyncio.get_running_loop()
     try:
         _, stream = await loop.create_connection(
-            lambda: ProtocolStream(record, request_bytes(wire, body)), "127.0.0.1", port
+            lambda: ProtocolStream(record, request), "127.0.0.1", port
         )
     except OSError as exc:
         record.end(exc)
@@ -914,7 +914,7 @@ async def run_load(
         await warm_up(port, wire)
     stats = Stats(n)
     pids = _tree(server_pid)
-    _, rss0 = _usage(pids)
+    cpu0, rss0 = _usage(pids)
     start = time.monotonic()
 
     async def progress() -> None:
@@ -930,10 +930,9 @@ async def run_load(
 
     reporter = asyncio.create_task(progress())
     groups = batches(n, open_batch)
-    opener = one_protocol_stream if client == "protocol" else one_stream
     tasks = [
         asyncio.create_task(
-            opener(
+            one_stream(
                 port,
                 wire,
                 body,
@@ -943,6 +942,7 @@ async def run_load(
                 head_after(kind, interval),
                 k * ramp / n,
                 groups[k],
+                client,
             )
         )
         for k in range(n)
@@ -952,6 +952,7 @@ async def run_load(
     # Measure only once the server holds every stream: each one has had its first byte.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_started.wait(), timeout=delay / 2)
+    cpu_wave, _ = _usage(pids)  # the wave prepared, each stream's first byte sent
     await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives
@@ -990,6 +991,7 @@ async def run_load(
         "late_gaps": len(stats.late_gaps_at),
         "late_gaps_at_p50_s": _pct(stats.late_gaps_at, 0.5),
         "kib_per_stream": (rss1 - rss0) / n / 1024,
+        "cpu_us_per_request": (cpu_wave - cpu0) * 1e6 / n,
         "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
         "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
     }
@@ -1055,8 +1057,8 @@ def split_table(rows: list[dict[str, Any]]) -> str:
     """End-to-end lateness split into start lag and end lag (see the module docstring)."""
     lines = [
         "| server | N | end-to-end lateness p50 / p99 | start lag p50 / p99 | end lag p50 / p99 "
-        f"| keepalive gaps > {LATE_GAP_K:g} K (at, p50) |",
-        "|---|---|---|---|---|---|",
+        f"| keepalive gaps > {LATE_GAP_K:g} K (at, p50) | server CPU µs per request, wave |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -1069,6 +1071,7 @@ def split_table(rows: list[dict[str, Any]]) -> str:
             cells.append(f"{late} (at {at:.1f} s)" if at is not None else str(late))
         else:
             cells.append("-")
+        cells.append(_fmt(r.get("cpu_us_per_request"), ".0f"))
         lines.append(f"| {_label(r)} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
