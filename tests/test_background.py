@@ -94,6 +94,10 @@ def test_a_dropped_stream_resumes_from_its_last_sequence_number(
     assert final.output_text == "resume me"
     assert final.id == response_id
     assert retrieved.status == "completed"
+    # A background response from its first event to its stored final object (the backend was
+    # asked for one complete answer, so its own object said false).
+    assert final.background is True
+    assert retrieved.background is True
     # The stored object is what the stream built (the stream helper adds its `parsed` fields).
     assert _unparsed(retrieved.model_dump(mode="json")) == _unparsed(final.model_dump(mode="json"))
 
@@ -121,6 +125,40 @@ def test_a_background_request_without_stream_gets_its_object_at_once(
         assert app.synth.background.generating == 1
         cancelled = client.responses.cancel(created.id)
     assert cancelled.status == "cancelled"
+
+
+def _metric(url: str, name: str) -> int | None:
+    """A series of ``/metrics`` (None when it is not there)."""
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(f"{name} "):
+            return int(line.split()[1])
+    return None
+
+
+def test_the_store_is_in_the_metrics(proxy: tuple[str, ProxyApp]) -> None:
+    """Generating now, store failures, and the memory store's own figures (only there)."""
+    url, app = proxy
+    memory = isinstance(app.store, MemoryStore)
+    with _client(url) as client:
+        created = client.responses.create(model="m", input="later [delay:30]", background=True)
+        assert _metric(url, "aiostream_synth_background_generating") == 1
+        assert _metric(url, "aiostream_synth_store_failures_total") == 0
+        held = _metric(url, "aiostream_synth_store_responses")
+        assert held == (1 if memory else None)
+        if memory:
+            assert (_metric(url, "aiostream_synth_store_bytes") or 0) > 0
+        assert _metric(url, "aiostream_synth_store_evicted_total") == (0 if memory else None)
+        assert _metric(url, "aiostream_synth_store_expired_total") == (0 if memory else None)
+        client.responses.cancel(created.id)
+    assert _metric(url, "aiostream_synth_background_generating") == 0
+
+
+def test_without_a_store_there_are_no_store_series() -> None:
+    with serve(ProxyApp(ProxyConfig(store="off")), "uvicorn", lifespan=True) as url:
+        text = httpx.get(f"{url}/metrics").text
+    assert "aiostream_synth_open_streams 0" in text
+    assert "store" not in text
+    assert "background" not in text
 
 
 def test_three_readers_at_once_see_the_same_events(proxy: tuple[str, ProxyApp]) -> None:
@@ -300,10 +338,12 @@ def test_a_store_that_fails_mid_stream_never_cuts_the_live_stream(
         # Resume then says it is unavailable (a partial record is neither replayed nor "unknown").
         with pytest.raises(openai.InternalServerError, match="store failed") as refused:
             client.responses.retrieve(final.id)
+        failures = _metric(url, "aiostream_synth_store_failures_total")
     assert refused.value.status_code == 503
     assert final.output_text == "keep going"
     assert app.synth.background.store_failures >= 1
     assert "store write failed" in caplog.text
+    assert failures == app.synth.background.store_failures
 
 
 def test_redis_going_away_mid_stream_never_cuts_the_live_stream(

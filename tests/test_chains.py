@@ -3,6 +3,7 @@ conversation is put in front of the new input before the backend, or a bridge, s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -157,6 +158,38 @@ def test_an_id_unknown_here_is_forwarded_to_an_upstream_of_the_same_api() -> Non
         )
     assert answer.status_code == 200
     assert seen[0]["previous_response_id"] == "resp_theirs"
+    assert "previous_response_id" not in answer.headers["x-aiostream-synth-dropped"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_chain_served_from_the_store_is_reported(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its ``previous_response_id`` does not reach the backend (the conversation does, in
+    input): said in the dropped header and counted on the request's log line, as a benign
+    removal (P10), as ``background`` is."""
+    with (
+        serve(ProxyApp(ProxyConfig(keepalive_s=0.1)), "uvicorn", lifespan=True) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
+        caplog.at_level(logging.INFO, logger="aiostream_synth.proxy"),
+    ):
+        first = client.responses.create(model="m", input="first")
+        answer = httpx.post(
+            f"{url}/v1/responses",
+            json={
+                "model": "m",
+                "input": "second",
+                "previous_response_id": first.id,
+                "stream": stream,
+            },
+            headers={"Authorization": "Bearer k"},  # the same owner as the first turn
+        )
+        assert answer.status_code == 200
+        assert answer.headers["x-aiostream-synth-dropped"] == "previous_response_id"
+    # Counted on the request's line as a quiet removal (benign ones are not named there).
+    lines = [r for r in caplog.records if r.getMessage().startswith("request ")]
+    assert [line.getMessage().endswith("quietly_removed=1") for line in lines] == [False, True]
+    assert all(line.levelno == logging.INFO for line in lines)
 
 
 def test_a_streamed_response_is_stored_from_its_start_under_its_own_id() -> None:

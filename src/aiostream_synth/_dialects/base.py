@@ -174,6 +174,11 @@ class Storage(Protocol):
         """The id of the stored response ``body`` continues, if it names one."""
         ...
 
+    def served_previous(self) -> tuple[tuple[str | int, ...], str]:
+        """Where a body names the stored response it continues, and the reason reported for
+        that field once the store served it (:meth:`continued` drops it; decision P10)."""
+        ...
+
     def input_items(self, body: dict[str, Any]) -> list[Any]:
         """``body``'s own input, as a list of items."""
         ...

@@ -21,6 +21,7 @@ bookkeeping and replay ids, decision P10).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hmac
 import json
 import logging
@@ -38,7 +39,7 @@ from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._proxy.config import ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
-from aiostream_synth._proxy.metrics import Metrics
+from aiostream_synth._proxy.metrics import Metrics, StoreFigures
 from aiostream_synth._proxy.upstream import UpstreamBackend
 from aiostream_synth._serving.asgi import (
     BackendCall,
@@ -340,7 +341,7 @@ class ProxyApp:
             )
             return
         if method == "GET" and path == "/metrics":
-            body = self.metrics.render(self.shutdown.open_streams).encode()
+            body = self.metrics.render(self.shutdown.open_streams, self._store_figures()).encode()
             await send(
                 {
                     "type": "http.response.start",
@@ -364,6 +365,22 @@ class ProxyApp:
             await self._models(scope, send)
             return
         await self.synth(scope, receive, send)
+
+    def _store_figures(self) -> StoreFigures | None:
+        background = self.synth.background
+        if background is None:
+            return None
+        figures = StoreFigures(background.generating, background.store_failures)
+        store = background.store
+        if isinstance(store, MemoryStore):
+            return dataclasses.replace(
+                figures,
+                held=len(store),
+                held_bytes=store.bytes,
+                evicted=store.evicted,
+                expired=store.expired,
+            )
+        return figures
 
     def _authorized(self, scope: Scope) -> bool:
         """``Authorization: Bearer <key>`` (OpenAI clients, ``ANTHROPIC_AUTH_TOKEN``) or

@@ -1,4 +1,5 @@
-"""Request counters and latency histograms, rendered in Prometheus' text format."""
+"""Request counters and latency histograms, and the response store's figures, rendered in
+Prometheus' text format."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "StoreFigures"]
 
 _BUCKETS = (0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, math.inf)
 
@@ -36,6 +38,39 @@ class _Histogram:
             lines.append(f'{name}_bucket{{le="{label}"}} {running}')
         lines += [f"{name}_sum {self.total:.6f}", f"{name}_count {self.n}"]
         return lines
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    """The response store as this process sees it now (``--store``), for ``/metrics``."""
+
+    #: Background responses this process is generating.
+    generating: int
+    #: Store operations that failed (each logged) since startup.
+    failures: int
+    #: The memory store's own figures (None for a store in another server, such as Redis):
+    #: responses and bytes held, and how many were evicted (over ``--store-max-bytes``) or
+    #: expired (``--store-ttl-s`` after their last event).
+    held: int | None = None
+    held_bytes: int | None = None
+    evicted: int | None = None
+    expired: int | None = None
+
+
+_STORE_SERIES = (
+    # (name, type, help, the StoreFigures field)
+    ("background_generating", "gauge", "Background responses being generated here.", "generating"),
+    ("store_failures_total", "counter", "Response store operations that failed.", "failures"),
+    ("store_responses", "gauge", "Responses held by the memory store.", "held"),
+    ("store_bytes", "gauge", "Bytes held by the memory store.", "held_bytes"),
+    (
+        "store_evicted_total",
+        "counter",
+        "Responses the memory store evicted (its bound).",
+        "evicted",
+    ),
+    ("store_expired_total", "counter", "Responses the memory store expired (its TTL).", "expired"),
+)
 
 
 class Metrics:
@@ -71,8 +106,9 @@ class Metrics:
         if upstream_latency is not None:
             self.upstream_latency.observe(upstream_latency)
 
-    def render(self, open_streams: int = 0) -> str:
-        """The text exposition; ``open_streams`` is the gauge of streams open right now."""
+    def render(self, open_streams: int = 0, store: StoreFigures | None = None) -> str:
+        """The text exposition; ``open_streams`` is the gauge of streams open right now,
+        ``store`` the response store's figures (none without a store)."""
         lines = [
             "# HELP aiostream_synth_open_streams Streams open now (waiting for or sending their answer).",
             "# TYPE aiostream_synth_open_streams gauge",
@@ -104,4 +140,13 @@ class Metrics:
                 for (kind, type_), count in sorted(self.bridge_dropped.items())
             ),
         ]
+        if store is not None:
+            for name, kind, text, attribute in _STORE_SERIES:
+                value = getattr(store, attribute)
+                if value is not None:
+                    lines += [
+                        f"# HELP aiostream_synth_{name} {text}",
+                        f"# TYPE aiostream_synth_{name} {kind}",
+                        f"aiostream_synth_{name} {value}",
+                    ]
         return "\n".join(lines) + "\n"

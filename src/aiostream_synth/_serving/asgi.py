@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -591,11 +591,15 @@ def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
 
 
 def prepare(
-    spec: DialectSpec, raw: bytes | dict[str, Any], settings: StreamSettings
+    spec: DialectSpec,
+    raw: bytes | dict[str, Any],
+    settings: StreamSettings,
+    served: Sequence[tuple[tuple[str | int, ...], str]] = (),
 ) -> PreparedRequest:
     """The dialect's request preparation (of the raw body, or of one already parsed) with the
-    settings' sanitizer options, one log record for what it removed (``log_removals``), then
-    the ``on_prepared`` hook."""
+    settings' sanitizer options, one log record for what it removed (``log_removals``; with
+    what the proxy's store ``served`` of the client's body, benign), then the ``on_prepared``
+    hook."""
     body = raw if isinstance(raw, dict) else parse_json_body(raw)
     if settings.upstream_api is None:
         prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
@@ -603,6 +607,8 @@ def prepare(
         prepared = prepare_bridged(
             spec, body, settings.upstream_api, sanitize=settings.sanitize, options=settings.bridge
         )
+    for path, reason in served:
+        prepared.removals.add(path, reason, benign=True)
     if settings.log_removals:
         prepared.removals.log(LOG, f"{spec.name} request")
     if settings.on_prepared is not None:
@@ -635,7 +641,7 @@ async def handle_request(
         if background is not None and spec.storage is not None:
             # A stored conversation is continued before preparation (a bridge converts it all).
             keep = await _continued(spec, spec.storage, raw, settings, headers, background)
-            prepared = prepare(spec, keep.take_body(), settings)
+            prepared = prepare(spec, keep.take_body(), settings, keep.served)
             if not keep.stored and not prepared.background:
                 keep = None  # nothing of it to keep: the frame holds none of the request
         else:
@@ -714,6 +720,8 @@ class _Keep:
         "last_write",
         "owner",
         "response_id",
+        "send",
+        "served",
         "storage",
         "stored",
     )
@@ -725,15 +733,19 @@ class _Keep:
         body: dict[str, Any],
         input_items: list[Any] | None,
         owner: str,
+        served: bool = False,
     ) -> None:
         self.background = background
         self.storage = storage
         self.body = body
+        #: What the store served of the body, reported with its preparation (P10).
+        self.served = (storage.served_previous(),) if served else ()
         self.input_items = input_items
         self.owner = owner
         self.stored = storage.stores(body)
         self.last_write: bytes | None = None
         self.response_id: str | None = None
+        self.send: Send | None = None  # the server's, once watched
 
     def take_body(self) -> dict[str, Any]:
         body, self.body = self.body, {}
@@ -741,34 +753,43 @@ class _Keep:
 
     async def result(self, result: dict[str, Any]) -> None:
         """A non-streaming answer: stored under its own id."""
-        await keep_finished(
-            self.background.store, self.storage, None, result, self.owner, self.input_items
-        )
+        background = self.background
+        if not await keep_finished(
+            background.store, self.storage, None, result, self.owner, self.input_items
+        ):
+            background.store_failures += 1
 
     async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
         """Store the response under a fresh id before it streams; its stream's dialect."""
         self.response_id = self.storage.new_id()
-        await start_kept(self.background.store, self.response_id, self.owner, self.input_items)
+        background = self.background
+        if not await start_kept(background.store, self.response_id, self.owner, self.input_items):
+            background.store_failures += 1
         self.input_items = None
         return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
 
     def watching(self, send: Send) -> Send:
-        """``send``, keeping the final write (``more_body`` false: the terminal frames)."""
+        """``send``, keeping the final write (``more_body`` false: the terminal frames); a
+        bound method, not a closure: two objects less per waiting stream."""
+        self.send = send
+        return self._watched
 
-        async def watched(message: Message) -> None:
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                self.last_write = message.get("body")
-            await send(message)
-
-        return watched
+    async def _watched(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.last_write = message.get("body")
+        send = self.send
+        assert send is not None  # watching() set it
+        await send(message)
 
     async def finish(self) -> None:
         """The stream is over: its final object stored, or, when it never got there (its
         client left), its record dropped."""
         if self.response_id is not None:
-            await finish_kept(
-                self.background.store, self.storage, self.response_id, self.last_write
-            )
+            background = self.background
+            if not await finish_kept(
+                background.store, self.storage, self.response_id, self.last_write
+            ):
+                background.store_failures += 1
 
 
 async def _continued(
@@ -781,10 +802,10 @@ async def _continued(
 ) -> _Keep:
     owner = owner_of(headers)
     bridged = settings.upstream_api is not None and settings.upstream_api != spec.name
-    body, input_items = await continue_chain(
+    body, input_items, served = await continue_chain(
         background.store, storage, parse_json_body(raw), owner, bridged=bridged
     )
-    return _Keep(background, storage, body, input_items, owner)
+    return _Keep(background, storage, body, input_items, owner, served)
 
 
 async def _start_background(

@@ -157,7 +157,8 @@ class BackgroundResponses:
         self.timeout = timeout
         self.shutdown = shutdown
         self._live: dict[str, _Live] = {}
-        #: Store operations that failed (each logged): resume was unavailable for those.
+        #: Store operations that failed (each logged): those responses cannot be resumed,
+        #: retrieved or continued (``aiostream_synth_store_failures_total``).
         self.store_failures = 0
         #: Responses the store lost a write of (the most recent ones): retrieving one says the
         #: store failed, rather than replaying a partial record or calling it unknown.

@@ -31,12 +31,13 @@ async def continue_chain(
     owner: str,
     *,
     bridged: bool,
-) -> tuple[dict[str, Any], list[Any] | None]:
-    """``body`` with its chain put in front, and the whole input this response is made from
-    (None when part of it is known only to the upstream)."""
+) -> tuple[dict[str, Any], list[Any] | None, bool]:
+    """``body`` with its chain put in front, the whole input this response is made from (None
+    when part of it is known only to the upstream), and whether the store served the chain
+    (the reference to it then gone from the body, to be reported: ``served_previous``)."""
     previous = storage.previous(body)
     if previous is None:
-        return body, storage.input_items(body)
+        return body, storage.input_items(body), False
     try:
         stored = await store.get(previous)
     except StoreUnavailable as exc:
@@ -48,7 +49,7 @@ async def continue_chain(
         ) from None
     if stored is None or stored.owner != owner or stored.input is None:
         if not bridged:
-            return body, None  # the upstream speaks this API and may hold it
+            return body, None, False  # the upstream speaks this API and may hold it
         raise RequestError(
             400,
             f"Previous response with id '{previous}' not found (it was never stored here, has "
@@ -66,7 +67,7 @@ async def continue_chain(
         )
     history = storage.history(stored.input, stored.object)
     continued = storage.continued(body, history)
-    return continued, storage.input_items(continued)
+    return continued, storage.input_items(continued), True
 
 
 async def keep_finished(
@@ -76,26 +77,26 @@ async def keep_finished(
     result: dict[str, Any] | None,
     owner: str,
     input_items: list[Any] | None,
-) -> None:
+) -> bool:
     """Store a finished response (from its stream's last write, or a non-streaming result) for
-    retrieval and continuation; a store failure is logged, the answer already sent."""
+    retrieval and continuation; a store failure is logged (False), the answer already sent."""
     obj = result if result is not None else _final_object(storage, last_write)
     response_id = obj.get("id") if isinstance(obj, dict) else None
     if not isinstance(response_id, str) or obj is None:
-        return
+        return True
     try:
         await store.create(response_id, owner, obj, input_items=input_items)
         await store.append(response_id, (), obj, done=True)
     except (StoreUnavailable, OSError) as exc:
-        LOG.warning(
-            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
-        )
+        return _write_failed(response_id, exc)
+    return True
 
 
 async def start_kept(
     store: ResponseStore, response_id: str, owner: str, input_items: list[Any] | None
-) -> None:
-    """A streamed response's record, from its start (in progress, with its whole input)."""
+) -> bool:
+    """A streamed response's record, from its start (in progress, with its whole input);
+    False when the store failed (logged)."""
     try:
         await store.create(
             response_id,
@@ -104,16 +105,16 @@ async def start_kept(
             input_items=input_items,
         )
     except (StoreUnavailable, OSError) as exc:
-        LOG.warning(
-            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
-        )
+        return _write_failed(response_id, exc)
+    return True
 
 
 async def finish_kept(
     store: ResponseStore, storage: Storage, response_id: str, last_write: bytes | None
-) -> None:
+) -> bool:
     """A streamed response's end: its final object from the stream's final write; a stream
-    that ended without one (its client left) leaves no record."""
+    that ended without one (its client left) leaves no record. False when the store failed
+    (logged)."""
     obj = _final_object(storage, last_write)
     try:
         if obj is None:
@@ -121,9 +122,15 @@ async def finish_kept(
         else:
             await store.append(response_id, (), obj, done=True)
     except (StoreUnavailable, OSError) as exc:
-        LOG.warning(
-            "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
-        )
+        return _write_failed(response_id, exc)
+    return True
+
+
+def _write_failed(response_id: str, exc: BaseException) -> bool:
+    LOG.warning(
+        "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
+    )
+    return False
 
 
 def _final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:

@@ -52,6 +52,7 @@ class ResponsesStorage:
             # A background stream's readers resume by sequence number: events, never comments.
             keepalive="events" if background else settings.responses_keepalive,
             response_id=response_id,
+            background=background,
         )
 
     def event(self, frame: bytes) -> StoredEvent | None:
@@ -103,6 +104,11 @@ class ResponsesStorage:
     def previous(self, body: dict[str, Any]) -> str | None:
         previous = body.get("previous_response_id")
         return previous if isinstance(previous, str) and previous else None
+
+    def served_previous(self) -> tuple[tuple[str | int, ...], str]:
+        return (
+            "previous_response_id",
+        ), "served by the proxy's store (its conversation is in input)"
 
     def input_items(self, body: dict[str, Any]) -> list[Any]:
         items = body.get("input")

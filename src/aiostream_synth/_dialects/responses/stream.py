@@ -19,6 +19,8 @@ from aiostream_synth._dialects.responses.synthesis import (
     responses_failure_frames,
     responses_frames,
 )
+from aiostream_synth._wire.coerce import as_json_dict
+from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.failures import Failure
 from aiostream_synth._wire.sse import KEEPALIVE_COMMENT
 
@@ -40,6 +42,9 @@ class ResponsesDialect:
     #: Skeleton fields for keepalive envelopes before the result exists (``model``, echoes...).
     base: Mapping[str, Any] | None = None
     delta_chars: int | None = None
+    #: A background response (decision P12): its final object says so, whatever the backend's
+    #: says (the backend was asked for one complete answer, not a background one).
+    background: bool = False
 
     def open_stream(self) -> ResponsesStream:
         return ResponsesStream(self)
@@ -70,6 +75,11 @@ class ResponsesStream:
 
     def result_frames(self, result: Any) -> list[bytes]:
         options = self._options
+        if options.background:
+            result = {
+                **as_json_dict(result, InvalidResultError, "responses result"),
+                "background": True,
+            }
         return responses_frames(
             result,
             options.ns_map,
