@@ -5,6 +5,7 @@ real server on asyncio (uvicorn) and on trio (hypercorn), with the embedded memo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -151,6 +152,30 @@ def test_the_store_is_in_the_metrics(proxy: tuple[str, ProxyApp]) -> None:
         assert _metric(url, "aiostream_synth_store_expired_total") == (0 if memory else None)
         client.responses.cancel(created.id)
     assert _metric(url, "aiostream_synth_background_generating") == 0
+
+
+def test_each_generation_ends_with_a_log_line(
+    proxy: tuple[str, ProxyApp], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its request's line covers only the client's connection: the generation says how it
+    ended, on the logger ``aiostream_synth.background``."""
+    url, _ = proxy
+    with caplog.at_level(logging.INFO, logger="aiostream_synth.background"), _client(url) as client:
+        done = client.responses.create(model="m", input="quick", background=True)
+        with client.responses.stream(response_id=done.id) as stream:
+            stream.get_final_response()
+        cancelled = client.responses.create(model="m", input="long [delay:30]", background=True)
+        client.responses.cancel(cancelled.id)
+        while _metric(url, "aiostream_synth_background_generating"):
+            pass  # polled state (each line is logged before its generation stops counting)
+    lines = {
+        r.getMessage().split()[1]: r.getMessage()
+        for r in caplog.records
+        if r.name == "aiostream_synth.background" and r.getMessage().startswith("background ")
+    }
+    assert "status=completed" in lines[done.id]
+    assert "status=cancelled" in lines[cancelled.id]
+    assert all(r.levelno == logging.INFO for r in caplog.records if "ended:" in r.getMessage())
 
 
 def test_without_a_store_there_are_no_store_series() -> None:

@@ -196,6 +196,10 @@ class Storage(Protocol):
         """Whether a stored response (as its object stands) can be continued."""
         ...
 
+    def status(self, obj: dict[str, Any]) -> str:
+        """A stored response's status as its object says it (for the log)."""
+        ...
+
 
 class DialectSpec(Protocol):
     """A dialect as an HTTP API (see the module docstring)."""

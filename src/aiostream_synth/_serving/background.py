@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -236,7 +237,9 @@ class BackgroundResponses:
         dialect: Any,
     ) -> None:
         """The generation: the engine's events into the live log and the store (never raises:
-        a task of the lifespan)."""
+        a task of the lifespan); one log line when it ends (its request's line covered only
+        the client's connection)."""
+        started = time.monotonic()
         try:
             with live.scope:
                 stream = SynthesizedStream(
@@ -279,7 +282,14 @@ class BackgroundResponses:
                     frames = storage.cancelled_frames(live.object or {}, live.next_sequence)
                     await self._add(response_id, live, storage, b"".join(frames))
             live.finish()
-            self._live.pop(response_id, None)
+            LOG.info(
+                "background %s ended: status=%s events=%d duration_s=%.3f",
+                response_id,
+                storage.status(live.object or {}),
+                live.next_sequence,
+                time.monotonic() - started,
+            )
+            self._live.pop(response_id, None)  # after its line: `generating` 0 means logged
 
     async def _add(self, response_id: str, live: _Live, storage: Storage, write: bytes) -> None:
         batch: list[tuple[int, bytes]] = []

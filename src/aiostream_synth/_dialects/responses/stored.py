@@ -127,5 +127,9 @@ class ResponsesStorage:
     def continuable(self, obj: dict[str, Any]) -> bool:
         return obj.get("status") in ("completed", "incomplete")
 
+    def status(self, obj: dict[str, Any]) -> str:
+        status = obj.get("status")
+        return status if isinstance(status, str) else "unknown"
+
 
 RESPONSES_STORAGE = ResponsesStorage()
