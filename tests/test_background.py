@@ -483,3 +483,18 @@ def test_openai_node_resumes_a_dropped_background_stream(proxy: tuple[str, Proxy
     assert result["final"]["output_text"] == "node resume"
     assert result["stored"]["status"] == "completed"
     assert _unparsed(result["stored"]["output"]) == _unparsed(result["final"]["output"])
+
+
+def test_an_owner_is_one_string_per_credential_and_never_the_credential() -> None:
+    from aiostream_synth._serving import background
+
+    first = background.owner_of({"authorization": "Bearer secret-1"})
+    again = background.owner_of({"authorization": "Bearer secret-1"})
+    other = background.owner_of({"x-api-key": "secret-2"})
+    assert first is again
+    assert first != other
+    assert background.owner_of({}) != first
+    assert not any("secret" in kept for kept in background._OWNERS)
+    for n in range(background._OWNERS_KEPT * 2):
+        background.owner_of({"x-api-key": f"k{n}"})
+    assert len(background._OWNERS) <= background._OWNERS_KEPT

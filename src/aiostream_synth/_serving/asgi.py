@@ -226,6 +226,23 @@ def _header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
+#: Response header lists shared by the streams sending the same headers (most send identical
+#: ones, and a waiting stream keeps its list for minutes): read only, never extended in place.
+_SHARED_HEADERS: dict[tuple[tuple[str, str], ...], list[tuple[bytes, bytes]]] = {}
+#: How many distinct header sets are shared before the table starts again.
+_SHARED_HEADERS_KEPT = 256
+
+
+def _shared_header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    key = tuple(headers.items())
+    pairs = _SHARED_HEADERS.get(key)
+    if pairs is None:
+        if len(_SHARED_HEADERS) >= _SHARED_HEADERS_KEPT:
+            _SHARED_HEADERS.clear()
+        pairs = _SHARED_HEADERS[key] = _header_pairs(headers)
+    return pairs
+
+
 def request_headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
 
@@ -694,7 +711,7 @@ async def handle_request(
     )
     # The stream holds what it needs: neither the client's body (raw or parsed) nor a copy of
     # the response headers is kept in this frame for minutes.
-    response_headers = _header_pairs(extra)
+    response_headers = _shared_header_pairs(extra)
     del prepared, extra, name, value, headers, arrived, raw
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel

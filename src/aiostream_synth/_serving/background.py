@@ -50,7 +50,18 @@ def owner_of(headers: Mapping[str, str]) -> str:
     """Whose a stored response is: a digest of the credentials the request carried (the same
     for every request with the same key, and not the key)."""
     credential = headers.get("authorization") or headers.get("x-api-key") or ""
-    return hashlib.sha256(b"aiostream-synth owner\x00" + credential.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(b"aiostream-synth owner\x00" + credential.encode()).hexdigest()[:32]
+    # One string per owner, shared by its waiting streams and records (digests only are kept).
+    owner = _OWNERS.get(digest)
+    if owner is None:
+        if len(_OWNERS) >= _OWNERS_KEPT:
+            _OWNERS.clear()
+        owner = _OWNERS[digest] = digest
+    return owner
+
+
+_OWNERS: dict[str, str] = {}
+_OWNERS_KEPT = 1024
 
 
 def _events_of(write: bytes) -> Iterator[bytes]:
