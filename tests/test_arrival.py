@@ -75,6 +75,6 @@ def test_the_loop_clock_is_the_monotonic_clock() -> None:
     uvloop = pytest.importorskip("uvloop")
     for loop in (asyncio.new_event_loop(), uvloop.new_event_loop()):
         try:
-            assert abs(loop.time() - time.monotonic()) < 0.01
+            assert abs(loop.time() - time.monotonic()) < 0.05  # the same clock, not another
         finally:
             loop.close()

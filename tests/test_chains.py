@@ -167,11 +167,12 @@ def test_a_chain_served_from_the_store_is_reported(
 ) -> None:
     """Its ``previous_response_id`` does not reach the backend (the conversation does, in
     input): said in the dropped header and counted on the request's log line, as a benign
-    removal (P10), as ``background`` is."""
+    removal (P10), as ``background`` is. (The log is read once the server has stopped: a
+    stream's line comes after its last byte.)"""
     with (
+        caplog.at_level(logging.INFO, logger="aiostream_synth.proxy"),
         serve(ProxyApp(ProxyConfig(keepalive_s=0.1)), "uvicorn", lifespan=True) as url,
         openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
-        caplog.at_level(logging.INFO, logger="aiostream_synth.proxy"),
     ):
         first = client.responses.create(model="m", input="first")
         answer = httpx.post(
