@@ -371,7 +371,9 @@ def test_a_store_that_fails_mid_stream_never_cuts_the_live_stream(
     assert final.output_text == "keep going"
     assert app.synth.background.store_failures >= 1
     assert "store write failed" in caplog.text
-    assert failures == app.synth.background.store_failures
+    # The series is the counter (which a write still under way may have raised since).
+    assert failures is not None
+    assert 1 <= failures <= app.synth.background.store_failures
 
 
 def test_redis_going_away_mid_stream_never_cuts_the_live_stream(
