@@ -13,7 +13,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 ROOT = pathlib.Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
-nox.options.sessions = ["tests", "tests-lowest", "lint", "typecheck"]
+nox.options.sessions = ["tests", "tests-lowest", "lint", "typecheck", "docs"]
 nox.options.reuse_venv = "yes"
 # Locally a missing interpreter is skipped; on CI (CI=true) nox turns a missing one into an error.
 nox.options.error_on_missing_interpreters = bool(os.environ.get("CI"))
@@ -101,6 +101,27 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, the tests and the benchmarks."""
     session.install(".[trio,starlette,proxy]", *_group("typecheck"))
     session.run("mypy")
+
+
+SITE = ROOT / "build" / "site"
+#: MkDocs 1.6 prints a notice about its successor on every run; the build log stays readable.
+_MKDOCS_ENV = {"NO_MKDOCS_2_WARNING": "1"}
+
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with warnings as errors (mkdocs.yml ``strict``), then open
+    every page in headless Chromium (tests/site; Debian's ``chromium``, which .ci/run installs)."""
+    session.install(".[trio,starlette,proxy]", *_group("docs"))
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(SITE), env=_MKDOCS_ENV)
+    session.run("pytest", "tests/site", *session.posargs, env={"AIOSTREAM_SYNTH_SITE": str(SITE)})
+
+
+@nox.session(name="docs-serve", python="3.11", default=False)
+def docs_serve(session: nox.Session) -> None:
+    """Build the site and serve it at http://127.0.0.1:8008, rebuilt on every edit."""
+    session.install(".[trio,starlette,proxy]", *_group("docs"))
+    session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8008", env=_MKDOCS_ENV)
 
 
 @nox.session(python="3.11", default=False)

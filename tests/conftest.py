@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # Imported before any test can import trio: trio registers its PRNG with hypothesis when
@@ -7,6 +8,10 @@ from typing import Any
 # happens as late as pytest's terminal summary (a run of test modules without hypothesis).
 import hypothesis  # noqa: F401
 import pytest
+
+# tests/site checks the built documentation site in a browser: the nox session ``docs`` builds
+# the site, then runs them with AIOSTREAM_SYNTH_SITE naming it. Elsewhere they are not collected.
+collect_ignore = [] if os.environ.get("AIOSTREAM_SYNTH_SITE") else ["site"]
 
 
 @pytest.fixture(params=["asyncio", "trio"])

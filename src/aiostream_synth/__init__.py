@@ -15,6 +15,7 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
+    #: The installed version of the package (read from its metadata on first use).
     __version__: str
     from aiostream_synth._dialects.anthropic.stream import AnthropicDialect as AnthropicDialect
     from aiostream_synth._dialects.anthropic.synthesis import (

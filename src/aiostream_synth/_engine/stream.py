@@ -54,6 +54,8 @@ Backend: TypeAlias = Callable[[], Awaitable[Any]]
 #: outcome, or with an error at once after ``cancel()``. The engine then starts no task of its
 #: own for the call (the request coalescer's shared calls: one task per stream less).
 StartCall: TypeAlias = Callable[[Callable[[Any, "BaseException | None"], None]], Cancellable]
+#: When the client leaves: ``"cancel"`` the backend call, or let it ``"finish"`` (within
+#: ``finish_timeout``, its outcome handed to ``on_abandoned``).
 OnDisconnect = Literal["cancel", "finish"]
 
 

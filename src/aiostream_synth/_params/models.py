@@ -62,12 +62,16 @@ def is_mirror(model: type[BaseModel]) -> bool:
     return getattr(model, "__aiostream_mirror__", False) is True
 
 
+#: The strict non-streaming Chat Completions params model, mirrored from the installed openai
+#: SDK's ``CompletionCreateParamsNonStreaming`` (unknown keys refused, every value checked).
 ChatCompletionParams: type[BaseModel] = _model_from_typeddict(
     "ChatCompletionParams",
     CompletionCreateParamsNonStreaming,
     "Strict non-streaming Chat Completions create params, mirrored from the installed openai SDK.",
     "openai",
 )
+#: The strict non-streaming Responses params model, mirrored from the installed openai SDK's
+#: ``ResponseCreateParamsNonStreaming``.
 ResponsesParams: type[BaseModel] = _model_from_typeddict(
     "ResponsesParams",
     ResponseCreateParamsNonStreaming,

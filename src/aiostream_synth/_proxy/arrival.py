@@ -5,7 +5,7 @@ silent since it sent it). The loop knows a request only when it reads the socket
 a busy loop reads a socket long after the bytes came: with a wave of connections opened
 quickly, requests sat in the kernel's receive queues for up to a second and a half while the
 loop prepared those before them, and every such stream's first byte came that much later
-than the interval (`benchmarks/README.md`, "Two ways a wave opens").
+than the interval (`benchmarks/README.md`, "How a wave opens").
 
 On Linux a TCP socket says how long ago its last data arrived (``TCP_INFO``'s
 ``tcpi_last_data_recv``, milliseconds): subtracted from the clock now, that is when the

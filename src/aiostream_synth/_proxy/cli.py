@@ -59,7 +59,7 @@ _HELP = {
     "port": "port to listen on",
     "upstream": "base URL of a non-streaming OpenAI-compatible server (default: the embedded model)",
     "upstream_api": "the API the upstream speaks (default: each client's own); a client in another API is bridged to it (Codex on a chat-only server: chat)",
-    "bridge_profile": "bridge presets for the upstream's family (see the README)",
+    "bridge_profile": "bridge presets for the upstream's family (docs/guides/bridging.md)",
     "bridge_config": 'bridge options on top of the profile, a JSON object, e.g. \'{"reasoning_placeholder": " "}\'',
     "upstream_api_key": "API key for the upstream (default: $OPENAI_API_KEY)",
     "forward_authorization": "send the client's own Authorization header upstream",

@@ -73,6 +73,8 @@ __all__ = [
     "synthesize_responses_sse",
 ]
 
+#: How many events a Responses stream has: ``"full"`` (OpenAI's per-item lifecycle, deltas
+#: included) or ``"minimal"`` (the reference's shorter sequence).
 Fidelity = Literal["full", "minimal"]
 
 _WHAT = "responses result"

@@ -1,0 +1,174 @@
+"""MkDocs hooks (``hooks:`` in mkdocs.yml): the reference pages made from the code itself.
+
+A page holds a marker line, replaced when the site is built:
+
+* ``<!-- include: PATH -->``: a Markdown file of the repository (ARCHITECTURE.md, the
+  changelogs, the benchmarks' README), its links to other files of the repository rewritten
+  to their pages on the site (:data:`_SITE_PAGES`), so both places keep working links;
+
+* ``<!-- generated: serve-options -->``: every option of ``aiostream-synth serve`` (and
+  ``demo``), read from the CLI's own argparse parser, so the page says what ``--help`` says;
+* ``<!-- generated: metrics -->``: every series ``GET /metrics`` exposes, read from the
+  exposition the proxy renders.
+
+The benchmark plots (``benchmarks/plots/``) are added to the site beside the benchmarks page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+_MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+_INCLUDE = re.compile(r"^<!-- include: (\S+) -->$", re.MULTILINE)
+#: Repository files included in the site -> the page (under docs/) that shows them.
+_SITE_PAGES = {
+    "ARCHITECTURE.md": "design/architecture.md",
+    "CHANGELOG.md": "changelog/index.md",
+    "benchmarks/README.md": "design/benchmarks.md",
+    "benchmarks/HISTORY.md": "changelog/benchmarks.md",
+    "README.md": "index.md",
+}
+_LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+
+
+def include(path: str, page: str) -> str:
+    """The repository file ``path`` as the page ``page`` (under docs/) shows it."""
+    source = ROOT / path
+    here = Path(page).parent
+
+    def relink(match: re.Match[str]) -> str:
+        target, anchor = match.group(1), match.group(2) or ""
+        if "://" in target:
+            return match.group(0)
+        in_repo = (source.parent / target).resolve().relative_to(ROOT).as_posix()
+        if in_repo in _SITE_PAGES:
+            moved = os.path.relpath(_SITE_PAGES[in_repo], here)
+        elif in_repo.startswith("benchmarks/plots/"):
+            moved = os.path.relpath(f"design/plots/{Path(in_repo).name}", here)
+        else:
+            raise ValueError(f"{path} links to {target}, which is not on the site")
+        return f"]({Path(moved).as_posix()}{anchor})"
+
+    return _LINK.sub(relink, source.read_text(encoding="utf-8"))
+
+
+def _text(text: str) -> str:
+    """Plain text as Markdown shows it as written (``<OPTION>`` is not an HTML tag)."""
+    return html.escape(text, quote=False)
+
+
+def _cell(text: str) -> str:
+    return _text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The CLI's parser as a fresh environment builds it (no ``AIOSTREAM_SYNTH_*`` values)."""
+    from aiostream_synth._proxy import cli
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("AIOSTREAM_SYNTH_")}
+    for key in saved:
+        del os.environ[key]
+    try:
+        return cli._parser()
+    finally:
+        os.environ.update(saved)
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise LookupError("the CLI parser has no subcommands")
+
+
+def _option_rows(group: argparse._ArgumentGroup) -> list[str]:
+    rows = []
+    for action in group._group_actions:
+        if isinstance(action, argparse._HelpAction) or not action.option_strings:
+            continue
+        flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
+        if action.choices:
+            values = " \\| ".join(f"`{choice}`" for choice in action.choices)
+        elif isinstance(action, argparse.BooleanOptionalAction):
+            values = "flag"
+        else:
+            kind = getattr(action.type, "__name__", "str") if action.type else "str"
+            values = {"str": "text", "int": "integer", "float": "number"}.get(kind, kind)
+        rows.append(f"| {flags} | {values} | {_cell(action.help or '')} |")
+    return rows
+
+
+def serve_options() -> str:
+    """The option tables of every ``aiostream-synth`` command, grouped as ``--help`` groups them."""
+    out: list[str] = []
+    for name, command in _commands(_parser()).items():
+        out += [f"## `aiostream-synth {name}`", "", _text(command.description or ""), ""]
+        for group in command._action_groups:
+            rows = _option_rows(group)
+            if not rows:
+                continue
+            title = group.title or ""
+            if title not in ("options", "optional arguments"):
+                out += [f"### {title[0].upper()}{title[1:]}", ""]
+            out += ["| option | values | what it does |", "|---|---|---|", *rows, ""]
+    return "\n".join(out)
+
+
+def metrics() -> str:
+    """A table of every series of ``GET /metrics``, with its labels."""
+    from aiostream_synth._proxy.metrics import Metrics, StoreFigures
+
+    sample = Metrics()
+    sample.record(
+        "chat",
+        True,
+        "completed",
+        keepalives=0,
+        bytes_sent=0,
+        duration=0.0,
+        upstream_latency=0.0,
+        dropped=[("tool", "web_search")],
+    )
+    figures = StoreFigures(0, 0, held=0, held_bytes=0, evicted=0, expired=0)
+    text = sample.render(open_streams=0, store=figures)
+    helps = dict(re.findall(r"^# HELP (\S+) (.*)$", text, re.MULTILINE))
+    kinds = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    labels: dict[str, list[str]] = {}
+    for series, inner in re.findall(r"^(\w+)\{([^}]*)\}", text, re.MULTILINE):
+        base = re.sub(r"_(bucket|sum|count)$", "", series) if series not in helps else series
+        names = [pair.split("=", 1)[0] for pair in inner.split(",")]
+        labels.setdefault(base, [n for n in names if n != "le"])
+    rows = ["| series | type | labels | what it counts |", "|---|---|---|---|"]
+    for name, about in helps.items():
+        shown = ", ".join(f"`{label}`" for label in labels.get(name, [])) or "—"
+        rows.append(f"| `{name}` | {kinds[name]} | {shown} | {_cell(about)} |")
+    return "\n".join(rows)
+
+
+_GENERATORS = {"serve-options": serve_options, "metrics": metrics}
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    markdown = _INCLUDE.sub(lambda m: include(m.group(1), page.file.src_uri), markdown)
+
+    def generated(match: re.Match[str]) -> str:
+        try:
+            return _GENERATORS[match.group(1)]()
+        except KeyError:
+            raise ValueError(f"no generator for the marker {match.group(0)!r}") from None
+
+    return _MARKER.sub(generated, markdown)
+
+
+def on_files(files: Files, config: Any, **kwargs: Any) -> Files:
+    for plot in sorted((ROOT / "benchmarks" / "plots").glob("*.png")):
+        files.append(File.generated(config, f"design/plots/{plot.name}", abs_src_path=str(plot)))
+    return files
