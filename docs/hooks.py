@@ -9,7 +9,9 @@ A page holds a marker line, replaced when the site is built:
 * ``<!-- generated: serve-options -->``: every option of ``aiostream-synth serve`` (and
   ``demo``), read from the CLI's own argparse parser, so the page says what ``--help`` says;
 * ``<!-- generated: metrics -->``: every series ``GET /metrics`` exposes, read from the
-  exposition the proxy renders.
+  exposition the proxy renders;
+* ``<!-- generated: refusals -->``: every message a refused request can get, read from the
+  source (each ``RequestError`` / ``BridgeError`` raised with a literal message).
 
 The benchmark plots (``benchmarks/plots/``) are added to the site beside the benchmarks page.
 """
@@ -17,6 +19,7 @@ The benchmark plots (``benchmarks/plots/``) are added to the site beside the ben
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import os
 import re
@@ -153,7 +156,101 @@ def metrics() -> str:
     return "\n".join(rows)
 
 
-_GENERATORS = {"serve-options": serve_options, "metrics": metrics}
+#: Calls that refuse a request -> (the status argument's position, or None for a call whose
+#: status is fixed; that fixed status; the message argument's position).
+_REFUSALS: dict[str, tuple[int | None, int, int]] = {
+    "RequestError": (0, 0, 1),
+    "error_response": (0, 0, 1),
+    "BridgeError": (None, 400, 0),
+    "_refuse": (None, 400, 0),
+}
+
+
+def _literal(node: ast.expr) -> str | None:
+    """A message as written: its text, ``…`` for each interpolated value; None if no string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else "…"
+            for part in node.values
+        )
+    return None
+
+
+def _message_tables(tree: ast.Module) -> dict[str, dict[str, str]]:
+    """A module's top-level dicts of literal messages (``{"prompt": "prompt templates ..."}``)."""
+    tables: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            pairs = [
+                (_literal(k) if k is not None else None, _literal(v))
+                for k, v in zip(node.value.keys, node.value.values, strict=True)
+            ]
+            table = {k: v for k, v in pairs if k is not None and v is not None}
+            if table and len(table) == len(pairs):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        tables[target.id] = table
+    return tables
+
+
+def _refusal(node: ast.Call) -> tuple[int, ast.expr, ast.expr | None] | None:
+    """A refusing call's status, message and ``param`` arguments (None for another call)."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    if name not in _REFUSALS:
+        return None
+    status_at, status, message_at = _REFUSALS[name]
+    if len(node.args) <= message_at:
+        return None
+    if status_at is not None:
+        argument = node.args[status_at]
+        if not (isinstance(argument, ast.Constant) and isinstance(argument.value, int)):
+            return None
+        status = argument.value
+    params = [k.value for k in node.keywords if k.arg == "param"]
+    if name == "_refuse" and len(node.args) > 1:
+        params = [node.args[1]]
+    return status, node.args[message_at], params[0] if params else None
+
+
+def refusals() -> str:
+    """A table of every refusal message in the source, by status: the literal messages of each
+    ``RequestError`` / ``BridgeError`` raised, and those a loop raises from a table of them."""
+    found: set[tuple[int, str, str]] = set()
+    package = ROOT / "src" / "aiostream_synth"
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tables = _message_tables(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and (refusal := _refusal(node)) is not None:
+                status, message, param = refusal
+                text = _literal(message)
+                if text is not None:
+                    named = _literal(param) if param is not None else None
+                    found.add((status, " ".join(text.split()), named or ""))
+            # for key, message in TABLE.items(): raise BridgeError(message, param=key)
+            if (
+                isinstance(node, ast.For)
+                and isinstance(node.iter, ast.Call)
+                and isinstance(node.iter.func, ast.Attribute)
+                and isinstance(node.iter.func.value, ast.Name)
+                and node.iter.func.value.id in tables
+                and isinstance(node.target, ast.Tuple)
+            ):
+                table = tables[node.iter.func.value.id]
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Call) and (refusal := _refusal(inner)) is not None:
+                        status = refusal[0]
+                        found.update((status, " ".join(m.split()), k) for k, m in table.items())
+    rows = ["| status | message | `param` |", "|---|---|---|"]
+    for code, text, name in sorted(found):
+        rows.append(f"| {code} | {_cell(text)} | {f'`{name}`' if name else ''} |")
+    return "\n".join(rows)
+
+
+_GENERATORS = {"serve-options": serve_options, "metrics": metrics, "refusals": refusals}
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:

@@ -102,17 +102,21 @@ def test_every_page_renders_without_errors(site: str, browser: Any) -> None:
     problems: list[str] = []
     page.on(
         "console",
-        lambda message: problems.append(f"console {message.type}: {message.text}")
-        if message.type == "error"
-        else None,
+        lambda message: (
+            problems.append(f"console {message.type}: {message.text}")
+            if message.type == "error"
+            else None
+        ),
     )
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
     page.on(
         "response",
-        lambda response: problems.append(f"{response.status}: {response.url}")
-        if response.status >= 400
-        else None,
+        lambda response: (
+            problems.append(f"{response.status}: {response.url}")
+            if response.status >= 400
+            else None
+        ),
     )
     try:
         for path in _pages():
@@ -122,7 +126,8 @@ def test_every_page_renders_without_errors(site: str, browser: Any) -> None:
             assert heading.inner_text().strip(), f"{path}: no title"
             assert len(page.locator("article").inner_text()) > 200, f"{path}: an empty page"
             images = page.eval_on_selector_all(
-                "article img", "imgs => imgs.filter(i => !i.complete || i.naturalWidth === 0).length"
+                "article img",
+                "imgs => imgs.filter(i => !i.complete || i.naturalWidth === 0).length",
             )
             assert images == 0, f"{path}: an image that did not load"
             assert not problems, f"{path}: {problems}"
@@ -183,7 +188,9 @@ def test_the_api_reference_documents_every_public_name() -> None:
     entries = _api_entries()
     missing = sorted(set(aiostream_synth.__all__) - {"__version__"} - set(entries))
     assert not missing, f"public names without an entry: {missing}"
-    undocumented = sorted(name for name in aiostream_synth.__all__ if name in entries and not entries[name])
+    undocumented = sorted(
+        name for name in aiostream_synth.__all__ if name in entries and not entries[name]
+    )
     assert not undocumented, f"public names without a docstring: {undocumented}"
 
 
@@ -199,3 +206,16 @@ def test_the_options_page_holds_every_serve_option() -> None:
             for flag in action.option_strings:
                 if flag not in ("-h", "--help"):
                     assert f"<code>{flag}</code>" in text, f"{command} {flag}"
+
+
+def test_the_generated_tables_are_whole() -> None:
+    """The tables the build generates from the code found what they look for."""
+    metrics = (SITE / "reference" / "metrics" / "index.html").read_text(encoding="utf-8")
+    for series in ("aiostream_synth_open_streams", "aiostream_synth_requests_total"):
+        assert f"<code>{series}</code>" in metrics, series
+    assert "<code>outcome</code>" in metrics  # the labels, read from a sample
+    page = (SITE / "guides" / "troubleshooting" / "index.html").read_text(encoding="utf-8")
+    refusals = page.split('id="every-refusal-message"', 1)[1]
+    assert refusals.count("<tr>") > 40
+    for message in ("Unknown path", "conversation needs server-side state", "Use POST."):
+        assert message in html.unescape(refusals), message
