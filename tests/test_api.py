@@ -141,3 +141,25 @@ def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
 def test_package_is_typed() -> None:
     """py.typed ships with the package."""
     assert (PACKAGE / "py.typed").exists()
+
+
+#: Names of the specification documents this project was built from, and their statement ids
+#: (B-R13, D8, §1.7): they are not in the repository, so the code must not send a reader there.
+SPEC_REFERENCES = re.compile(
+    r"\b(?:bridge|anthropic|clients|protocol|decisions)\.md\b|\bB-[A-Z]+\d|\bD\d{1,2}\b"
+    r"|(?<!RFC \d{4} )§\d"
+)
+DECISIONS = PACKAGE.parents[1] / "docs" / "design" / "decisions.md"
+
+
+def test_the_code_cites_only_documents_in_the_repository() -> None:
+    """Decisions are cited as "decision Pn", each a section of docs/design/decisions.md."""
+    documents = [*PACKAGE.rglob("*.py"), PACKAGE.parents[1] / "ARCHITECTURE.md"]
+    sections = set(re.findall(r"^## (P\d+)\.", DECISIONS.read_text(encoding="utf-8"), re.M))
+    assert sections == {f"P{n}" for n in range(1, 13)}
+    for path in documents:
+        text = path.read_text(encoding="utf-8")
+        found = SPEC_REFERENCES.search(text)
+        assert found is None, f"{path.name} cites {found.group(0)!r}, not in the repository"
+        for cited in re.findall(r"[Dd]ecisions? (P\d+)", text):
+            assert cited in sections, f"{path.name} cites decision {cited}, which is not written"

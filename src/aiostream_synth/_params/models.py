@@ -31,7 +31,7 @@ __all__ = [
     "params_dict",
 ]
 
-#: Provider extensions a strict non-streaming chat path may accept, never the streaming one (B-C02).
+#: Provider extensions a strict non-streaming chat path may accept, never the streaming one.
 CHAT_PROVIDER_EXTENSION_FIELDS = frozenset({"chat_template_kwargs", "thinking", "output_config"})
 
 

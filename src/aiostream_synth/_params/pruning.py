@@ -147,7 +147,7 @@ def delete_path(body: Any, path: Sequence[str | int]) -> bool:
     """Delete the key at a literal ``path``; False (nothing changed) if it cannot be walked.
 
     An empty path, a missing key, an out-of-range, negative or bool index, or a part that is
-    not a key of the node all give False (D10).
+    not a key of the node all give False.
     """
     if not path:
         return False

@@ -51,11 +51,11 @@ class ProxyConfig:
     port: int = 8000
     #: Base URL of an OpenAI-compatible server answering non-streaming; None = embedded model.
     upstream: str | None = None
-    #: The API the upstream speaks; None: each client's own. Another one bridges (bridge.md).
+    #: The API the upstream speaks; None: each client's own. Another one bridges.
     upstream_api: Dialect | None = None
-    #: Bridge presets for a backend family (``deepseek``, ``vllm``, ...; bridge.md §1.7).
+    #: Bridge presets for a backend family (``deepseek``, ``vllm``, ...).
     bridge_profile: str = "generic"
-    #: Bridge options on top of the profile, as a JSON object (bridge.md §0.3).
+    #: Bridge options on top of the profile, as a JSON object.
     bridge_config: str | None = None
     upstream_api_key: str | None = None
     forward_authorization: bool = False

@@ -144,7 +144,7 @@ def head_steps(data: bytes, reading_head: Callable[[], bool]) -> Iterator[bytes]
 
 def log_dropped_trailers(client: tuple[str, int] | None, names: list[bytes]) -> None:
     """One line per request for the trailer fields read and dropped after its chunked body
-    (never passed on: nothing a client sends vanishes without a trace, decisions.md P10)."""
+    (never passed on: nothing a client sends vanishes without a trace, decision P10)."""
     LOG.info(
         "request from %s: trailer field(s) dropped (not passed on): %s",
         show(client),

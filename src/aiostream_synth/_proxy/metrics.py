@@ -82,7 +82,7 @@ class Metrics:
         self.bytes_sent = 0
         self.upstream_latency = _Histogram()
         self.request_duration = _Histogram()
-        #: (kind, type) -> how many a bridge dropped (bridge.md B-P2)
+        #: (kind, type) -> how many a bridge dropped
         self.bridge_dropped: Counter[tuple[str, str]] = Counter()
 
     def record(

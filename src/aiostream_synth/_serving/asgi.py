@@ -192,9 +192,9 @@ class StreamSettings:
     #: Seconds a failed or abandoned call's outcome stays available to a retry.
     coalesce_window: float = 10.0
     #: The dialect the backend speaks; None: each client's own. Otherwise requests in another
-    #: dialect are converted for it and its answers converted back (a bridge, bridge.md).
+    #: dialect are converted for it and its answers converted back (a bridge).
     upstream_api: Dialect | None = None
-    #: How the bridge converts (bridge.md §0.3; ``bridge_options("deepseek")``...).
+    #: How the bridge converts (``bridge_options("deepseek")``...).
     bridge: BridgeOptions = field(default_factory=BridgeOptions)
 
     def __post_init__(self) -> None:

@@ -1,5 +1,5 @@
 """Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision P6,
-bridge.md §2.9). The upstream's own message is kept in every case.
+decision P6). The upstream's own message is kept in every case.
 
 * a context-window overflow → ``context_length_exceeded`` (400; it must not look retryable);
 * HTTP 429 → ``rate_limit_exceeded``, the upstream message kept ("try again in 20s");

@@ -1,4 +1,4 @@
-"""Anthropic's error shapes, and which failures a client should retry (anthropic.md §1.7, §2.6).
+"""Anthropic's error shapes, and which failures a client should retry.
 
 Before the stream is committed an error is an HTTP answer::
 

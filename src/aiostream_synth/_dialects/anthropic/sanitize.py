@@ -1,6 +1,6 @@
 """Anthropic Messages, request side: a Claude Code or SDK body onto the strict params shape.
 
-A streaming and a non-streaming Messages request differ only in ``stream`` (anthropic.md §1.3),
+A streaming and a non-streaming Messages request differ only in ``stream``,
 so both get the same preparation:
 
 1. ``stream`` is dropped;

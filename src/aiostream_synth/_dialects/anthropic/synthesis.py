@@ -1,6 +1,6 @@
 """Anthropic Messages, response side: a complete ``Message`` re-emitted as its event stream.
 
-The sequence (anthropic.md §2.2), every block named by an ``event:`` line equal to its type::
+The sequence, every block named by an ``event:`` line equal to its type::
 
     message_start          message with "content": [] and the input-side usage
     content_block_start    per block, indices 0..n-1 contiguous, then its deltas
@@ -20,7 +20,7 @@ empty text block cannot be replayed to Anthropic).
 Keepalive frames for a stream committed before the result exists: ``message_start`` with an id
 we mint and zero usage (the final usage then travels in ``message_delta``), ``ping`` each tick,
 and, because Claude Code re-arms its watchdog on 30 pings at most, an intermediate
-``message_delta`` with ``stop_reason: null`` every few minutes (anthropic.md §3.3.2).
+``message_delta`` with ``stop_reason: null`` every few minutes.
 """
 
 from __future__ import annotations

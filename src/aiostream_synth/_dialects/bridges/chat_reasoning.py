@@ -1,4 +1,4 @@
-"""Reasoning in a chat completion, in every spelling backends use (bridge.md §2.2).
+"""Reasoning in a chat completion, in every spelling backends use.
 
 First non-empty wins: ``reasoning_content`` (DeepSeek, llama.cpp, SGLang, vLLM < 0.16);
 ``reasoning`` as a string (vLLM >= 0.16, Ollama, OpenRouter) or an object with ``text`` /

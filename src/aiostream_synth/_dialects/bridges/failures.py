@@ -1,4 +1,4 @@
-"""An upstream answer that is a failure although its status was 200 (bridge.md §2.9)."""
+"""An upstream answer that is a failure although its status was 200."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool names across a bridge: aliases chat validators accept, and the way back (§1.5.4, §2.4).
+"""Tool names across a bridge: aliases chat validators accept, and the way back.
 
 Chat validators (OpenAI, DeepSeek, Groq) accept ``^[A-Za-z0-9_-]{1,64}$``; a flattened MCP
 name can be longer or contain a dot. An alias is a pure function of the original name, so a
@@ -82,7 +82,7 @@ class NameTable:
         return original if original in self.declared else alias_name(original)
 
     def original(self, name: str, namespaced: Mapping[str, object] | Collection[str]) -> str:
-        """The client's (flat) name for a name the upstream answered with (§2.4): an alias's
+        """The client's (flat) name for a name the upstream answered with: an alias's
         original; a declared name; a repaired hallucination (``functions.x``, or ``ns__x`` for
         a declared plain ``x`` that is no namespaced tool); else the name as it is."""
         if name in self.aliases:

@@ -1,4 +1,4 @@
-"""Bridge options (bridge.md §0.3) and the backend profiles that preset them (§1.7).
+"""Bridge options and the backend profiles that preset them.
 
 Every option has the default a Codex user on a generic open chat server wants; a profile
 changes only what its backend is known to need (DeepSeek wants reasoning replayed on every
@@ -21,7 +21,7 @@ ReasoningField = Literal["reasoning_content", "reasoning", "both", "none"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BridgeOptions:
-    """How a request is converted for an upstream of another dialect (bridge.md §0.3)."""
+    """How a request is converted for an upstream of another dialect."""
 
     #: The key replayed reasoning travels under on assistant chat messages.
     reasoning_out_field: ReasoningField = "reasoning_content"
@@ -80,7 +80,7 @@ class BridgeOptions:
         return dataclasses.replace(self, **changes)
 
 
-#: ``--bridge-profile`` presets: the options each backend family needs (bridge.md §1.7).
+#: ``--bridge-profile`` presets: the options each backend family needs.
 BRIDGE_PROFILES: Mapping[str, Mapping[str, Any]] = {
     "generic": {},
     "llamacpp": {"system_role": "system", "mid_system_policy": "user"},

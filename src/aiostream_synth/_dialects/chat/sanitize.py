@@ -6,7 +6,7 @@ Deliberate differences from the upstream reference module:
   rather than deep-copied; nothing in this library mutates them (copying a 60 KB agent
   transcript was most of the reference's request-preparation time);
 * the kept field set is our strict params model's (mirrored from the installed openai SDK),
-  minus the provider extensions that belong to the non-streaming path only (B-C02);
+  minus the provider extensions that belong to the non-streaming path only;
 * decision P10 applies as on the Responses side: a missing key below the top level is no error
   (a replayed tool call without ``type`` is forwarded), unknown keys are pruned, a tool of an
   unknown ``type`` is dropped, and every removal is recorded and reported.
@@ -43,12 +43,12 @@ _STREAMING_ONLY = ("stream", "stream_options")
 
 
 def chat_param_fields(params_model: type[BaseModel] = ChatCompletionParams) -> frozenset[str]:
-    """The top-level keys a sanitized streaming chat body may keep (B-C02)."""
+    """The top-level keys a sanitized streaming chat body may keep."""
     return param_fields(params_model) - CHAT_PROVIDER_EXTENSION_FIELDS
 
 
 def wants_usage(stream_options: Any) -> bool:
-    """Whether ``stream_options`` asks for the trailing usage chunk (B-C03..B-C05).
+    """Whether ``stream_options`` asks for the trailing usage chunk.
 
     True iff it is a dict whose ``include_usage`` value is truthy.
     """
@@ -67,7 +67,7 @@ def sanitize_streaming_chat_body(
     ``include_usage`` comes from the original ``stream_options``, every other top-level key not
     in the params model is removed, and so is a tool of a ``type`` the model does not know.
     Removals are recorded in ``removals`` when given, else logged in one record. Values are not
-    validated here and ``stream``'s value is not inspected (B-C06..B-C12).
+    validated here and ``stream``'s value is not inspected.
     """
     if not isinstance(body, dict):
         raise InvalidRequestError(

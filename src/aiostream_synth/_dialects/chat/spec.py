@@ -34,7 +34,7 @@ class ChatSpec(OpenAISpecBase):
     upstream_path: str = "/chat/completions"
 
     def wants_stream(self, body: Any) -> bool:
-        """Only ``stream is True`` (B-D1): ``"true"`` or ``1`` stay on the strict path."""
+        """Only ``stream is True``: ``"true"`` or ``1`` stay on the strict path."""
         return isinstance(body, dict) and body.get("stream") is True
 
     def prepare(

@@ -1,6 +1,6 @@
 """Chat Completions, response side: a complete completion re-emitted as ``chat.completion.chunk`` SSE.
 
-Per choice, in list order (the choice index is the list position, B-C26): a role chunk, then
+Per choice, in list order (the choice index is the list position): a role chunk, then
 only-when-present reasoning, content, refusal and tool-call chunks, then a chunk carrying the
 finish reason; an optional ``choices: []`` usage chunk; ``data: [DONE]``.
 
@@ -8,10 +8,10 @@ Deliberate differences from the upstream reference module (decisions P2, P4, P5)
 
 * JSON is compact UTF-8 (orjson); the chunk head (``id`` .. ``"choices":[``) is serialized once
   per completion and reused by every chunk;
-* a custom tool call keeps its input (``{"type": "custom", "custom": {"name", "input"}}``, D9);
-* list content is joined from its text parts (D15); ``emit_reasoning_alias`` also emits
-  ``reasoning`` beside ``reasoning_content`` (D4); ``include_logprobs`` attaches the choice's
-  logprobs to its content chunk (D16);
+* a custom tool call keeps its input (``{"type": "custom", "custom": {"name", "input"}}``);
+* list content is joined from its text parts; ``emit_reasoning_alias`` also emits
+  ``reasoning`` beside ``reasoning_content``; ``include_logprobs`` attaches the choice's
+  logprobs to its content chunk;
 * usage never carries a ``null`` counter, and has every counter the SDK's ``CompletionUsage``
   requires (P5, P10); a completion without ``id``, ``created`` or ``model`` gets a generated id,
   the current time and ``""``, which every chunk must carry to validate as the SDK's
@@ -55,7 +55,7 @@ def _fail(path: tuple[str | int, ...], problem: str) -> InvalidResultError:
 
 def _joined_text(value: Any, path: tuple[str | int, ...]) -> str | None:
     """A message text field that is not a plain string: ``None``, or a list of parts whose
-    texts are joined (D15); anything else is an error naming ``path``."""
+    texts are joined; anything else is an error naming ``path``."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -130,7 +130,7 @@ def _frames(
     completion_id = data.get("id")
     created = data.get("created")
     model = data.get("model")
-    shared = orjson.dumps(  # the fields every chunk repeats (B-C14, B-C15)
+    shared = orjson.dumps(  # the fields every chunk repeats
         {
             "id": "chatcmpl-" + random_hex() if completion_id is None else completion_id,
             "object": "chat.completion.chunk",

@@ -2,7 +2,7 @@
 
 The map built while flattening is the only inverse: namespaces often contain the delimiter
 themselves (``mcp__weather``), so a flat name is never split on ``__``. When a plain tool and a
-namespaced one flatten to the same name, the later map entry wins (protocol.md §3.5).
+namespaced one flatten to the same name, the later map entry wins.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = [
 NamespaceMap: TypeAlias = dict[str, tuple[str, str]]
 
 NAMESPACE_DELIMITER = "__"
-#: Output / replayed item types that carry a ``namespace`` (D8: custom calls too).
+#: Output / replayed item types that carry a ``namespace`` (custom calls too, decision P4).
 NAMESPACED_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 
@@ -91,7 +91,7 @@ def flatten_tools(
 
     ``keep_malformed`` (the sanitizer's P10 mode): a namespace that cannot be flattened whole
     (no name, a sub-tool that is not an object or has no name) stays as it is, for validation
-    to judge, instead of losing sub-tools. Without it, such sub-tools are skipped (B-R08).
+    to judge, instead of losing sub-tools. Without it, such sub-tools are skipped.
 
     A sub-tool's boolean ``parameters`` schema (``true``: anything) becomes the object schema
     that means the same (``{}``), which a flat function tool can carry. A key of a flattened
@@ -143,7 +143,7 @@ def flatten_namespace_tools(tools: Iterable[Any] | None) -> tuple[list[Any], Nam
     A sub-tool keeps its own declared ``type`` (a ``custom`` tool stays custom), an untyped one
     becomes ``function``; sub-tools that are not objects or have no name are skipped; the
     namespace's own description is dropped. Everything else passes through unchanged, and no
-    input object is mutated (B-R06..B-R11). The streaming sanitizer flattens with
+    input object is mutated. The streaming sanitizer flattens with
     :func:`flatten_tools` instead, which never skips a sub-tool.
     """
     flat, ns_map = flatten_tools(tools, keep_malformed=False)
@@ -153,8 +153,8 @@ def flatten_namespace_tools(tools: Iterable[Any] | None) -> tuple[list[Any], Nam
 def restore_namespace_tool_calls(items: list[Any], ns_map: NamespaceMap) -> list[Any]:
     """A new list in which calls named with a mapped flat name get ``namespace`` + short ``name``.
 
-    Applies to ``function_call`` and ``custom_tool_call`` items (D8). Other items, and calls
-    whose name is not in the map, are the same objects, untouched (B-R34, B-R35).
+    Applies to ``function_call`` and ``custom_tool_call`` items. Other items, and calls
+    whose name is not in the map, are the same objects, untouched.
     """
     if not ns_map:
         return list(items)

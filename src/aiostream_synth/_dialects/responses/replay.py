@@ -1,7 +1,7 @@
 """Replay normalization: history items as clients replay them, made what the API types expect.
 
 Clients serialize their own history with their own structs, and those omit fields the SDK's
-input types require (bridge.md §1.3.1). Codex, for one, sends every earlier reasoning item with
+input types require (decision P10). Codex, for one, sends every earlier reasoning item with
 ``"content": null`` (and some releases without ``id``), and people and several clients write
 assistant history without ``status``. A reference-style sanitizer drops such items; a proxy must
 forward them (decision P10). Before validation, on every Responses path:

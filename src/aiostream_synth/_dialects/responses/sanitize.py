@@ -1,6 +1,6 @@
 """Responses, request side: a streaming body (the Codex CLI's above all) onto strict non-streaming params.
 
-Steps, in order (protocol.md B-R18..B-R28, with decision P10's forwarding rules):
+Steps, in order (with decision P10's forwarding rules):
 
 1. drop ``stream`` / ``stream_options``;
 2. flatten namespace tools (``<ns>__<name>``) and rewrite replayed namespaced calls the same way;
@@ -14,8 +14,8 @@ Steps, in order (protocol.md B-R18..B-R28, with decision P10's forwarding rules)
 
 :func:`validate_streaming_responses_params` then prunes unknown keys and raises what is wrong.
 
-Deliberate differences from the upstream reference module (decision P10 supersedes B-R12,
-B-R20 and B-R21.3's drops):
+Deliberate differences from the upstream reference module (decision P10: nothing is
+dropped for failing validation):
 
 * a tool or item is never dropped for failing validation: a missing key is no error at all
   (a function tool without ``strict``, an assistant replay without ``status``), an unknown key
@@ -24,7 +24,7 @@ B-R20 and B-R21.3's drops):
 * replayed history is normalized (N1-N3) before validation, on every path;
 * a leading system message is hoisted only when all its content is text (an image in it would
   otherwise be lost), and a namespace is flattened only when it can be flattened whole;
-* namespaced ``custom_tool_call`` items are rewritten like ``function_call`` ones (D8);
+* namespaced ``custom_tool_call`` items are rewritten like ``function_call`` ones;
 * a body without ``input`` is refused by :func:`validate_streaming_responses_params` (as the
   reference's params model does) unless ``require_input=False``, which the HTTP adapters pass:
   a proxy forwards it and lets the upstream answer (``previous_response_id`` / ``prompt``);
@@ -64,9 +64,9 @@ __all__ = [
 
 LOG = logging.getLogger("aiostream_synth.responses")
 
-#: Tool types the client executes itself; every other type is "hosted" (B-R02, B-R13).
+#: Tool types the client executes itself; every other type is "hosted".
 CLIENT_EXECUTED_TOOL_TYPES = frozenset({"function", "custom"})
-#: Top-level fields clients add for their own bookkeeping (Codex); removed quietly (B-R26).
+#: Top-level fields clients add for their own bookkeeping (Codex); removed quietly.
 CLIENT_BOOKKEEPING_FIELDS = frozenset({"client_metadata"})
 _STREAMING_ONLY = ("stream", "stream_options")
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -106,7 +106,7 @@ def _kept_tools(
     drop_hosted: bool,
 ) -> list[tuple[Any, Origin]]:
     """The tools that stay: not of a ``type`` the params model does not know (``kinds``), not
-    removed by the drop options (B-R13). Every removal is recorded at its client path."""
+    removed by the drop options. Every removal is recorded at its client path."""
     kept: list[tuple[Any, Origin]] = []
     for tool, origin in tools:
         kind = tool.get("type") if isinstance(tool, dict) else None
@@ -126,7 +126,7 @@ def _kept_tools(
 
 
 def _text_only(item: dict[str, Any]) -> str | None:
-    """The text of a message whose content is all text (B-R17), or None when hoisting it into
+    """The text of a message whose content is all text, or None when hoisting it into
     ``instructions`` would lose something (an image, a file, a malformed part, a key other
     than the message's role, type, content, id and status or a part's type and text)."""
     if not item.keys() <= _HOISTED_KEYS:
@@ -172,7 +172,7 @@ def _hoist_instructions(
 ) -> list[tuple[Any, Origin]]:
     existing = cleaned.get("instructions")
     if existing is not None and not isinstance(existing, str):
-        return items  # D22: a non-string instructions value disables hoisting
+        return items  # a non-string instructions value disables hoisting
     texts: list[str] = []
     start = 0
     while start < len(items) and _is_system_like(items[start][0]):

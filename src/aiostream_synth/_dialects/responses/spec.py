@@ -51,7 +51,7 @@ class ResponsesSpec(OpenAISpecBase):
     upstream_path: str = "/responses"
 
     def wants_stream(self, body: Any) -> bool:
-        """Any truthy ``stream``, as the reference dispatch does (D5)."""
+        """Any truthy ``stream``, as the reference dispatch does."""
         return isinstance(body, dict) and bool(body.get("stream"))
 
     def prepare(

@@ -3,15 +3,14 @@
 Two fidelities share one emitter (decision P1):
 
 ``minimal`` — the reference sequence: ``response.created`` (optional) →
-``response.output_item.done`` per item → one terminal event chosen by ``status``
-(B-R39..B-R46).
+``response.output_item.done`` per item → one terminal event chosen by ``status``.
 
-``full`` — OpenAI's own per-item lifecycle (protocol.md §2.3-§2.5): ``created`` and
+``full`` — OpenAI's own per-item lifecycle: ``created`` and
 ``in_progress`` envelopes carrying a response skeleton, then per item ``output_item.added`` →
 content-part / summary-part brackets with their delta and done events → ``output_item.done``,
 then the terminal event with the whole response. Every event is numbered with
 ``sequence_number``. This is what openai-node's ``responses.stream()``, the Vercel AI SDK and
-LangChain need (clients.md).
+LangChain need (decision P1).
 
 Both modes restore namespaced call names (in item events and in the terminal response) and
 normalize usage on the wire (P5). A *continuation* — keepalive events already opened the stream
@@ -617,7 +616,7 @@ def synthesize_responses_keepalive_sse(
     sequence_start: int | None = None,
 ) -> Iterator[str]:
     """Events that hold a Responses stream open: ``response.created`` (first call) and
-    ``response.in_progress``, each its own block (D21)."""
+    ``response.in_progress``, each its own block."""
     for frame in responses_keepalive_frames(
         response_id, include_created, base=base, sequence_start=sequence_start
     ):
@@ -625,6 +624,6 @@ def synthesize_responses_keepalive_sse(
 
 
 def is_responses_lifecycle_chunk(chunk: bytes) -> bool:
-    """Whether ``chunk`` is exactly one ``response.created`` / ``response.in_progress`` event
-    (B-R55..B-R57): liveness, not output."""
+    """Whether ``chunk`` is exactly one ``response.created`` / ``response.in_progress`` event:
+    liveness, not output."""
     return chunk.startswith(_LIFECYCLE_PREFIXES) and chunk.find(b"\n\n") == len(chunk) - 2

@@ -1,2 +1,1 @@
-"""Anthropic Messages clients (Claude Code, the anthropic SDKs) on a Chat Completions upstream
-(anthropic.md §4)."""
+"""Anthropic Messages clients (Claude Code, the anthropic SDKs) on a Chat Completions upstream."""

@@ -1,4 +1,4 @@
-"""An Anthropic Messages request as a Chat Completions request (anthropic.md §4).
+"""An Anthropic Messages request as a Chat Completions request.
 
 ``system`` becomes the leading system message (Claude Code's per-request billing header block
 is left out: it changes every turn and would defeat the upstream's prefix cache). All

@@ -1,4 +1,4 @@
-"""A chat completion as the Anthropic ``Message`` an Anthropic client expects (anthropic.md §4)."""
+"""A chat completion as the Anthropic ``Message`` an Anthropic client expects."""
 
 from __future__ import annotations
 

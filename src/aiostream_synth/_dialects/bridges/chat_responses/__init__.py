@@ -1,1 +1,1 @@
-"""Chat Completions clients on a Responses-only upstream (bridge.md §3)."""
+"""Chat Completions clients on a Responses-only upstream."""

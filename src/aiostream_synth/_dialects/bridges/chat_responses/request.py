@@ -1,4 +1,4 @@
-"""A Chat Completions request as a Responses request (bridge.md §3): :func:`chat_to_responses_request`.
+"""A Chat Completions request as a Responses request: :func:`chat_to_responses_request`.
 
 Leading system / developer messages become ``instructions``; tool calls and tool messages
 become ``function_call`` / ``function_call_output`` items (custom ones by the call's kind); a

@@ -1,4 +1,4 @@
-"""A Responses ``Response`` as the chat completion a Chat Completions client expects (bridge.md §3)."""
+"""A Responses ``Response`` as the chat completion a Chat Completions client expects."""
 
 from __future__ import annotations
 

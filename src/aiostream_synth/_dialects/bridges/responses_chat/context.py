@@ -1,4 +1,4 @@
-"""What one bridged Responses request remembers for its answer (bridge.md §0.1 ``BridgeCtx``)."""
+"""What one bridged Responses request remembers for its answer."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ class ResponsesChatContext:
     history_call_ids: set[str] | frozenset[str] = field(default_factory=set)
     #: request receipt time (the Response's ``created_at``)
     created_at: int = 0
-    #: the client's request fields the Response echoes (§2.7)
+    #: the client's request fields the Response echoes
     echo: dict[str, Any] = field(default_factory=dict)
     #: whether the client asked for output-text logprobs
     logprobs: bool = False
-    #: an empty probe request answered without calling the upstream (§1.2)
+    #: an empty probe request answered without calling the upstream
     answer_locally: bool = False
     #: the upstream messages' size in characters of JSON (the truncation warning and usage
     #: estimates read it; set by :meth:`freeze`)

@@ -1,11 +1,11 @@
-"""Responses ``input`` items as Chat Completions ``messages`` (bridge.md §1.3, §1.4).
+"""Responses ``input`` items as Chat Completions ``messages``.
 
 One pass over the items. Consecutive assistant-side items (assistant text, reasoning, calls)
 make ONE assistant message; right after it comes one ``tool`` message per call, in call
 order, each pulled forward from wherever its output sits later in the history (so a notice
 between a call and its output cannot split them). A call with no output gets a synthesized
 one; an output with no call before it becomes user text. These keep every upstream request
-within chat's pairing rule (B-P3): each assistant message with ``tool_calls`` is followed by
+within chat's pairing rule: each assistant message with ``tool_calls`` is followed by
 exactly one ``tool`` message per call id, and no ``tool`` message appears anywhere else.
 """
 

@@ -1,4 +1,4 @@
-"""A Responses request as a Chat Completions request (bridge.md §1): :func:`responses_to_chat`.
+"""A Responses request as a Chat Completions request: :func:`responses_to_chat`.
 
 Pure: a dict in, ``(chat body, context)`` out; the context converts the answer back
 (:func:`~aiostream_synth._dialects.bridges.responses_chat.result.chat_to_response`). Stateless:
@@ -39,7 +39,7 @@ _STATEFUL = {
     "conversation's items in input instead.",
     "prompt": "prompt templates live on OpenAI's servers; a chat upstream cannot expand them.",
 }
-#: Request fields the Response echoes (bridge.md §2.7).
+#: Request fields the Response echoes.
 _ECHOED = (
     "instructions",
     "tool_choice",

@@ -1,4 +1,4 @@
-"""A chat completion as the Responses ``Response`` the client asked for (bridge.md §2).
+"""A chat completion as the Responses ``Response`` the client asked for.
 
 Output items come in the order reasoning, message, calls. A call to a tool the client declared
 ``custom`` comes back as ``custom_tool_call`` with its raw input unwrapped (the model may have

@@ -1,4 +1,4 @@
-"""Responses tools and ``tool_choice`` as Chat Completions tools (bridge.md §1.5, §1.6).
+"""Responses tools and ``tool_choice`` as Chat Completions tools.
 
 Function tools map one to one. A custom (free-form) tool such as Codex's ``apply_patch``
 becomes a function with one string parameter whose description carries the tool's grammar
