@@ -130,6 +130,7 @@ def bench(session: nox.Session) -> None:
     session.install(".[starlette,proxy,granian]", *_group("bench"))
     bench = ROOT / "benchmarks"
     session.run("python", str(bench / "bench_synthesis.py"), "--budget", "0.5")
+    session.run("python", str(bench / "bench_import.py"), "--runs", "5")
     session.run("python", str(bench / "bench_engine.py"), "--quick")
     session.run(
         "python", str(bench / "bench_load.py"), "--quick", "--out", str(bench / "results" / "quick")

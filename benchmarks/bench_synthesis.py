@@ -28,19 +28,18 @@ from corpus import (
     responses_result,
 )
 
-from aiostream_synth import (
-    chat_to_response,
-    prepare_request,
-    responses_to_chat,
-    sanitize_streaming_chat_body,
-    sanitize_streaming_responses_body,
-    validate_streaming_responses_params,
-)
+from aiostream_synth import prepare_request
 from aiostream_synth._dialects.anthropic.synthesis import anthropic_frames
 from aiostream_synth._dialects.chat.synthesis import chat_frames
 from aiostream_synth._dialects.prepared import Dialect
 from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools
 from aiostream_synth._dialects.responses.synthesis import responses_frames
+from aiostream_synth.bridges import chat_to_responses_result, responses_to_chat_request
+from aiostream_synth.params import (
+    sanitize_streaming_chat_body,
+    sanitize_streaming_responses_body,
+    validate_streaming_responses_params,
+)
 
 
 def best(fn: Callable[[], Any], budget: float) -> float:
@@ -209,7 +208,7 @@ def _bridge(budget: float) -> list[dict[str, Any]]:
     params, ns_map = prepared.params, prepared.ns_map
 
     def convert() -> Any:
-        return responses_to_chat(params, ns_map=ns_map, client_body=body)
+        return responses_to_chat_request(params, ns_map=ns_map, client_body=body)
 
     request_floor = best(functools.partial(orjson.loads, raw), budget)
     request_cost = best(convert, budget)
@@ -219,7 +218,7 @@ def _bridge(budget: float) -> list[dict[str, Any]]:
     for k, call in enumerate(completion["choices"][0]["message"]["tool_calls"]):
         call["function"]["name"] = ("exec_command", "multi_agent_v1__spawn_agent")[k % 2]
     result_floor = best(functools.partial(orjson.dumps, completion), budget)
-    result_cost = best(functools.partial(chat_to_response, completion, ctx), budget)
+    result_cost = best(functools.partial(chat_to_responses_result, completion, ctx), budget)
     rows = [
         {
             "conversion": f"Responses -> chat, Codex replay {len(raw) // 1000} KB",

@@ -18,23 +18,38 @@ _ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|data|mod|exc|obj|const):`(
 _LITERAL = re.compile(r"``([^`]+)``")
 
 
-def _public() -> frozenset[str]:
-    import aiostream_synth
-
-    return frozenset(aiostream_synth.__all__)
+#: The public modules, each documented on the API page.
+MODULES = ("asgi", "bridges", "engine", "errors", "params", "sse", "starlette")
 
 
-_PUBLIC = _public()
+def _homes() -> dict[str, str]:
+    """``{public name: its reference entry}``: each name under the module that documents it
+    (a name ``aiostream_synth`` re-exports is documented in its module)."""
+    import importlib
+
+    homes: dict[str, str] = {}
+    for module in MODULES:
+        for name in importlib.import_module(f"aiostream_synth.{module}").__all__:
+            homes[name] = f"aiostream_synth.{module}.{name}"
+    return homes
+
+
+_HOMES = _homes()
 
 
 def _role(match: re.Match[str]) -> str:
     tilde, target = match.groups()
     target = target.strip()
     shown = target.rsplit(".", 1)[-1] if tilde else target
-    name = target.removeprefix("aiostream_synth.")
-    if "." not in name and name in _PUBLIC:
-        return f"[`{shown}`][aiostream_synth.{name}]"
+    name = target.rsplit(".", 1)[-1]
+    public = target == name or target.rsplit(".", 1)[0] in ("aiostream_synth", _module(name))
+    if public and name in _HOMES:
+        return f"[`{shown}`][{_HOMES[name]}]"
     return f"`{shown}`"
+
+
+def _module(name: str) -> str:
+    return _HOMES.get(name, "").rpartition(".")[0]
 
 
 def markdown(text: str) -> str:

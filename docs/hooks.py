@@ -10,6 +10,8 @@ A page holds a marker line, replaced when the site is built:
   ``demo``), read from the CLI's own argparse parser, so the page says what ``--help`` says;
 * ``<!-- generated: metrics -->``: every series ``GET /metrics`` exposes, read from the
   exposition the proxy renders;
+* ``<!-- generated: top-level -->``: the names ``aiostream_synth`` itself exports, each
+  linked to its entry under its public module;
 * ``<!-- generated: refusals -->``: every message a refused request can get, read from the
   source (each ``RequestError`` / ``BridgeError`` raised with a literal message).
 
@@ -250,7 +252,25 @@ def refusals() -> str:
     return "\n".join(rows)
 
 
-_GENERATORS = {"serve-options": serve_options, "metrics": metrics, "refusals": refusals}
+def top_level() -> str:
+    """The names ``aiostream_synth`` itself exports, each linked to its entry in its module."""
+    import aiostream_synth
+
+    rows = ["| name | documented in |", "|---|---|"]
+    for name in aiostream_synth.__all__:
+        if name == "__version__":
+            continue
+        home = aiostream_synth._EXPORTS[name]
+        rows.append(f"| [`{name}`][{home}.{name}] | `{home}` |")
+    return "\n".join(rows)
+
+
+_GENERATORS = {
+    "top-level": top_level,
+    "serve-options": serve_options,
+    "metrics": metrics,
+    "refusals": refusals,
+}
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:

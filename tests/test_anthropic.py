@@ -392,7 +392,7 @@ async def test_a_failure_before_commit_is_an_anthropic_http_error(
 
 
 def _prepare(body: dict[str, Any], **options: Any) -> Any:
-    from aiostream_synth import SanitizeOptions
+    from aiostream_synth.params import SanitizeOptions
 
     return prepare_request(
         "anthropic", {**REQUEST, "stream": True, **body}, sanitize=SanitizeOptions(**options)

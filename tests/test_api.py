@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import pathlib
 import re
+import subprocess
+import sys
+import typing
 
 import pytest
 
@@ -32,26 +37,92 @@ DIALECT_WORDS = re.compile(
 )
 
 
-def test_all_is_sorted_and_complete() -> None:
+#: The public modules below the package (each lazy, each documented on the site).
+PUBLIC_MODULES = ("asgi", "bridges", "engine", "errors", "params", "sse", "starlette")
+#: How many names the package itself may export: what most programs need, no more (#34).
+TOP_LEVEL_AT_MOST = 21
+
+
+def _kind(name: str) -> int:
+    """isort-style, as ruff's RUF022 keeps ``__all__``: CONSTANTS, then Classes, then functions."""
+    bare = name.strip("_")
+    return 0 if bare.isupper() else 1 if bare[:1].isupper() else 2
+
+
+@pytest.mark.parametrize("module", ["", *PUBLIC_MODULES])
+def test_all_is_sorted_and_complete(module: str) -> None:
     """__all__ is sorted, names only what exists, and every public name is in it."""
-    names = aiostream_synth.__all__
-
-    # isort-style, as ruff's RUF022 keeps it: CONSTANTS, then Classes, then functions.
-    def kind(name: str) -> int:
-        bare = name.strip("_")
-        return 0 if bare.isupper() else 1 if bare[:1].isupper() else 2
-
-    assert names == sorted(names, key=lambda n: (kind(n), n))
+    public = importlib.import_module(f"aiostream_synth.{module}".rstrip("."))
+    names = public.__all__
+    assert names == sorted(names, key=lambda n: (_kind(n), n))
     for name in names:
-        assert hasattr(aiostream_synth, name)
-    # Each name is imported on first use (PEP 562): where it comes from is checked once here.
-    assert set(aiostream_synth._EXPORTS) == set(names) - {"__version__"}
-    assert "__version__" in dir(aiostream_synth)
+        assert hasattr(public, name), name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = aiostream_synth.nope  # type: ignore[attr-defined]
-    public = {n for n in vars(aiostream_synth) if not n.startswith("_")}
-    modules = {n for n in public if isinstance(getattr(aiostream_synth, n), type(aiostream_synth))}
-    assert public - modules - {"annotations"} <= set(names)
+        _ = public.nope
+    if hasattr(public, "_EXPORTS"):  # lazy: where each name comes from, checked once here
+        assert set(public._EXPORTS) == set(names) - {"__version__"}
+        assert set(names) <= set(dir(public))
+    own = {n for n in vars(public) if not n.startswith("_")}
+    modules = {n for n in own if isinstance(getattr(public, n), type(public))}
+    assert own - modules - {"annotations"} <= set(names)
+
+
+def test_the_package_exports_a_few_names_each_documented_in_one_module() -> None:
+    """The front door re-exports what most programs need from the public modules; every public
+    name has exactly one home, which its ``__module__`` names."""
+    assert len(aiostream_synth.__all__) <= TOP_LEVEL_AT_MOST
+    homes: dict[str, str] = {}
+    for module in PUBLIC_MODULES:
+        public = importlib.import_module(f"aiostream_synth.{module}")
+        for name in public.__all__:
+            assert name not in homes, f"{name} in {homes.get(name)} and {module}"
+            homes[name] = public.__name__
+            value = getattr(public, name)
+            if isinstance(value, type) or inspect.isfunction(value):
+                assert value.__module__ == public.__name__, (name, value.__module__)
+    for name in set(aiostream_synth.__all__) - {"__version__"}:
+        assert aiostream_synth._EXPORTS[name] == homes[name]
+        assert getattr(aiostream_synth, name) is getattr(sys.modules[homes[name]], name)
+
+
+def test_old_names_still_resolve_with_a_warning() -> None:
+    """Names that left the package's namespace resolve to their new home for one release, each
+    with a DeprecationWarning naming it; they are neither in ``__all__`` nor in ``dir()``."""
+    assert len(aiostream_synth._DEPRECATED) == 44
+    for old, new in aiostream_synth._DEPRECATED.items():
+        module, _, name = new.rpartition(".")
+        with pytest.warns(DeprecationWarning, match=re.escape(new)):
+            value = getattr(aiostream_synth, old)
+        assert value is getattr(importlib.import_module(module), name)
+        assert old not in aiostream_synth.__all__
+        assert old not in dir(aiostream_synth)
+    assert "__version__" in dir(aiostream_synth)
+
+
+def test_converters_are_named_from_to_what() -> None:
+    """One pattern for the bridges' conversions: ``<from>_to_<to>_<request|result>``."""
+    from aiostream_synth import bridges
+
+    apis = "(chat|responses|anthropic)"
+    converters = [n for n in bridges.__all__ if "_to_" in n]
+    assert len(converters) == 8
+    for name in converters:
+        assert re.fullmatch(rf"{apis}_to_{apis}_(request|result)", name), name
+
+
+def test_the_synthesis_module_imports_without_the_sdks() -> None:
+    """``aiostream_synth.sse`` is the pure layer: importing it (and the package) loads neither
+    SDK, pydantic nor anyio; they come with the first use that needs them."""
+    code = (
+        "import sys\n"
+        "import aiostream_synth\n"
+        "from aiostream_synth.sse import synthesize_chat_completion_sse, synthesize_responses_sse\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'pydantic', 'anyio') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def _modules(folder: str) -> list[pathlib.Path]:
@@ -97,7 +168,7 @@ def _layer(name: str) -> str | None:
 def test_every_module_is_in_a_layer() -> None:
     """Modules live in the layer folders; at the top only the front door and public submodules."""
     top = {p.name for p in PACKAGE.glob("*.py")}
-    assert top == {"__init__.py", "__main__.py", "starlette.py"}
+    assert top == {"__init__.py", "__main__.py", "_lazy.py"} | {f"{m}.py" for m in PUBLIC_MODULES}
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == set(LAYERS)
 
@@ -163,3 +234,14 @@ def test_the_code_cites_only_documents_in_the_repository() -> None:
         assert found is None, f"{path.name} cites {found.group(0)!r}, not in the repository"
         for cited in re.findall(r"[Dd]ecisions? (P\d+)", text):
             assert cited in sections, f"{path.name} cites decision {cited}, which is not written"
+
+
+def test_type_hints_of_public_classes_resolve() -> None:
+    """A public class named as living in a public module still has resolvable annotations
+    (``typing.get_type_hints`` reads the namespace of the module ``__module__`` names)."""
+    for module in PUBLIC_MODULES:
+        public = importlib.import_module(f"aiostream_synth.{module}")
+        for name in public.__all__:
+            value = getattr(public, name)
+            if isinstance(value, type):
+                typing.get_type_hints(value)

@@ -22,16 +22,10 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import TypeAdapter
 
-from aiostream_synth import (
-    BridgeError,
-    BridgeOptions,
-    PreparedRequest,
-    bridge_options,
-    chat_to_response,
-    prepare_request,
-    responses_to_chat,
-)
+from aiostream_synth import BridgeOptions, PreparedRequest, bridge_options, prepare_request
 from aiostream_synth._params.removals import Removals
+from aiostream_synth.bridges import chat_to_responses_result, responses_to_chat_request
+from aiostream_synth.errors import BridgeError
 
 from . import sdk_features
 
@@ -964,11 +958,11 @@ def test_pure_functions_work_on_a_raw_client_body() -> None:
     """The library surface without the proxy: the client's own body (namespaces not yet
     flattened, Codex replay shapes) in, a chat body out; the answer back."""
     body = fixture("namespaced-tool-replay")
-    chat, ctx = responses_to_chat(body)
+    chat, ctx = responses_to_chat_request(body)
     CHAT_PARAMS.validate_python(chat)
     invariants(chat["messages"])
     assert any(t["function"]["name"] == "multi_agent_v1__close_agent" for t in chat["tools"])
-    response = chat_to_response(completion({"role": "assistant", "content": "done"}), ctx)
+    response = chat_to_responses_result(completion({"role": "assistant", "content": "done"}), ctx)
     responses_types.Response.model_validate(response)
     assert response["model"] == body["model"]
 
@@ -1081,7 +1075,8 @@ def test_chat_requests_responses_cannot_serve(extra: dict[str, Any], param: str)
 
 
 def test_failed_responses_result_is_a_backend_error() -> None:
-    from aiostream_synth import BackendError, classify_failure
+    from aiostream_synth import BackendError
+    from aiostream_synth.engine import classify_failure
 
     prepared = chat_bridged({"messages": [{"role": "user", "content": "hi"}]}, "responses")
     failed = {
@@ -1309,7 +1304,7 @@ def test_what_the_bridges_cannot_carry_is_reported() -> None:
     # The pure function takes bodies no validator has seen: an image in an assistant message.
     image = {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"}
     report = Removals()
-    responses_to_chat(
+    responses_to_chat_request(
         {
             "model": "m",
             "input": [{"role": "assistant", "content": [image]}, {"role": "user", "content": "x"}],

@@ -14,7 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiostream_synth import BridgeOptions, responses_to_chat
+from aiostream_synth import BridgeOptions
+from aiostream_synth.bridges import responses_to_chat_request
 
 from .test_bridge import CHAT_PARAMS, invariants
 
@@ -87,7 +88,7 @@ def test_any_history_obeys_the_pairing_rule(
     history: list[dict[str, Any]], opts: BridgeOptions
 ) -> None:
     """B-P3 for any history; and each call answered by exactly one tool message."""
-    chat, _ = responses_to_chat({"model": "m", "input": history, "tools": TOOLS}, opts)
+    chat, _ = responses_to_chat_request({"model": "m", "input": history, "tools": TOOLS}, opts)
     messages = chat["messages"]
     invariants(messages)
     CHAT_PARAMS.validate_python(chat)
@@ -119,7 +120,7 @@ def test_unique_calls_each_get_their_own_output(history: list[dict[str, Any]]) -
                 continue
             seen.add(item["call_id"])
         unique.append(item)
-    chat, _ = responses_to_chat({"model": "m", "input": unique, "tools": TOOLS})
+    chat, _ = responses_to_chat_request({"model": "m", "input": unique, "tools": TOOLS})
     messages = chat["messages"]
     invariants(messages)
     for k, item in enumerate(unique):
@@ -141,4 +142,4 @@ def test_unique_calls_each_get_their_own_output(history: list[dict[str, Any]]) -
 def test_bridging_is_deterministic(history: list[dict[str, Any]]) -> None:
     """N3 / check 27: the same request always gives the same upstream body."""
     body = {"model": "m", "input": history, "tools": TOOLS}
-    assert responses_to_chat(body)[0] == responses_to_chat(body)[0]
+    assert responses_to_chat_request(body)[0] == responses_to_chat_request(body)[0]

@@ -15,15 +15,11 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from aiostream_synth import (
-    ChatCompletionParams,
-    InvalidRequestError,
-    InvalidResultError,
-    chat_error_frame,
-    sanitize_streaming_chat_body,
-    synthesize_chat_completion_sse,
-)
+from aiostream_synth import synthesize_chat_completion_sse
 from aiostream_synth._dialects.chat.sanitize import chat_param_fields, wants_usage
+from aiostream_synth.errors import InvalidRequestError, InvalidResultError
+from aiostream_synth.params import ChatCompletionParams, sanitize_streaming_chat_body
+from aiostream_synth.sse import chat_error_frame
 
 from .sse_parser import parse
 

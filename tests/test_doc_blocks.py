@@ -93,7 +93,7 @@ def test_every_block_is_checked_below() -> None:
         "ResponsesDialect(), keepalive_interval",
         "app = SynthesizingApp(",
         "app = Starlette(",
-        "chat_to_response(completion, ctx)",
+        "chat_to_responses_result(completion, ctx)",
     )
     blocks = _blocks()
     assert len(blocks) == len(markers)
@@ -208,7 +208,7 @@ def _closing_clients(namespace: dict[str, Any]) -> Any:
 
 
 def test_the_bridging_block(upstream: str) -> None:
-    _, out = _run(_block("chat_to_response(completion, ctx)"), upstream)
+    _, out = _run(_block("chat_to_responses_result(completion, ctx)"), upstream)
     assert out.startswith("completed ")
 
 

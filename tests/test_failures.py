@@ -7,9 +7,9 @@ from typing import Any
 import openai
 import pytest
 
-from aiostream_synth import Failure, classify_failure
 from aiostream_synth._proxy.upstream import sdk_http_module
 from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE, log_internal
+from aiostream_synth.engine import Failure, classify_failure
 
 #: The HTTP library the installed openai SDK is built on (httpx2, or httpx before it).
 sdk_http = sdk_http_module(openai.DefaultAsyncHttpxClient)

@@ -17,9 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiostream_synth import (
-    RequestError,
-    prepare_request,
+from aiostream_synth import RequestError, prepare_request
+from aiostream_synth.params import (
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
 )

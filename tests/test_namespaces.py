@@ -8,7 +8,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostream_synth import NamespaceMap, flatten_namespace_tools, restore_namespace_tool_calls
+from aiostream_synth.params import (
+    NamespaceMap,
+    flatten_namespace_tools,
+    restore_namespace_tool_calls,
+)
 
 
 def test_none_and_empty_flatten_to_nothing() -> None:

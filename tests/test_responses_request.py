@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from aiostream_synth import (
-    InvalidRequestError,
+from aiostream_synth._params.pruning import delete_path
+from aiostream_synth._params.removals import Removals
+from aiostream_synth.errors import InvalidRequestError
+from aiostream_synth.params import (
     restore_namespace_tool_calls,
     sanitize_streaming_responses_body,
     validate_streaming_responses_params,
     wants_stream,
 )
-from aiostream_synth._params.pruning import delete_path
-from aiostream_synth._params.removals import Removals
 
 from . import sdk_features
 

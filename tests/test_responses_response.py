@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiostream_synth import (
+from aiostream_synth import synthesize_responses_sse
+from aiostream_synth._wire.usage import wire_responses_usage
+from aiostream_synth.errors import InvalidResultError
+from aiostream_synth.sse import (
     Fidelity,
-    InvalidResultError,
     is_responses_lifecycle_chunk,
     synthesize_responses_failure_sse,
     synthesize_responses_keepalive_sse,
-    synthesize_responses_sse,
 )
-from aiostream_synth._wire.usage import wire_responses_usage
 
 from . import sdk_features
 from .sse_parser import parse

@@ -31,16 +31,18 @@ from pydantic import TypeAdapter
 from aiostream_synth import (
     AnthropicDialect,
     ChatDialect,
-    Fidelity,
     ResponsesDialect,
     SynthesizedStream,
     synthesize_anthropic_sse,
     synthesize_chat_completion_sse,
-    synthesize_responses_failure_sse,
-    synthesize_responses_keepalive_sse,
     synthesize_responses_sse,
 )
 from aiostream_synth._dialects.base import StreamDialect
+from aiostream_synth.sse import (
+    Fidelity,
+    synthesize_responses_failure_sse,
+    synthesize_responses_keepalive_sse,
+)
 
 from .sse_parser import parse
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiostream_synth import (
-    DONE_FRAME,
-    InvalidSSEFieldError,
-    comment_frame,
-    data_frame,
-    event_frame,
-)
+from aiostream_synth.errors import InvalidSSEFieldError
+from aiostream_synth.sse import DONE_FRAME, comment_frame, data_frame, event_frame
 
 from .sse_parser import comments, parse
 
@@ -62,7 +57,7 @@ def test_done_sentinel() -> None:
 
 def test_unserializable_payloads_are_input_errors() -> None:
     """A value orjson cannot encode is the library's clear error, not a TypeError."""
-    from aiostream_synth import InvalidResultError
+    from aiostream_synth.errors import InvalidResultError
 
     with pytest.raises(InvalidResultError, match="not JSON-serializable"):
         data_frame({"x": object()})

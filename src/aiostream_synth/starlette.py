@@ -35,3 +35,7 @@ from aiostream_synth._serving.sse_starlette import (
 )
 
 __all__ = ["SynthesizedEventSourceResponse", "synthesizing_endpoint", "synthesizing_routes"]
+
+for _value in (SynthesizedEventSourceResponse, synthesizing_endpoint, synthesizing_routes):
+    _value.__module__ = __name__  # their public home, as the other public modules do
+del _value

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import html
+import importlib
 import os
 import re
 import shutil
@@ -170,13 +171,13 @@ def test_screenshots(site: str, browser: Any) -> None:
 
 
 def _api_entries() -> dict[str, str]:
-    """``{public name: its docstring's text}`` from the built API reference page."""
+    """``{dotted name: its docstring's text}`` from the built API reference page."""
     text = (SITE / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     entries: dict[str, str] = {}
     starts = list(re.finditer(r'<div class="doc doc-object doc-\w+">', text))
     for i, start in enumerate(starts):
         chunk = text[start.end() : starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-        anchor = re.search(r'id="aiostream_synth\.(\w+)"', chunk)
+        anchor = re.search(r'id="(aiostream_synth[\w.]*)"', chunk)
         contents = re.search(r'<div class="doc doc-contents[^"]*">(.*)', chunk, re.DOTALL)
         if anchor and contents:
             body = re.sub(r"<[^>]+>", " ", contents.group(1))
@@ -184,14 +185,30 @@ def _api_entries() -> dict[str, str]:
     return entries
 
 
+#: The public modules: each documents its names on the API page.
+PUBLIC_MODULES = ("asgi", "bridges", "engine", "errors", "params", "sse", "starlette")
+
+
 def test_the_api_reference_documents_every_public_name() -> None:
+    """Every name of every public module has an entry with a docstring, under its module; the
+    names the package itself exports link to those entries."""
     entries = _api_entries()
-    missing = sorted(set(aiostream_synth.__all__) - {"__version__"} - set(entries))
+    expected = {
+        f"aiostream_synth.{module}.{name}"
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(f"aiostream_synth.{module}").__all__
+    }
+    expected |= {f"aiostream_synth.{module}" for module in PUBLIC_MODULES}
+    expected.add("aiostream_synth.__version__")
+    missing = sorted(expected - set(entries))
     assert not missing, f"public names without an entry: {missing}"
-    undocumented = sorted(
-        name for name in aiostream_synth.__all__ if name in entries and not entries[name]
-    )
+    undocumented = sorted(name for name in expected if not entries[name])
     assert not undocumented, f"public names without a docstring: {undocumented}"
+    page = (SITE / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    for name in aiostream_synth.__all__:
+        if name != "__version__":
+            home = aiostream_synth._EXPORTS[name]
+            assert f'href="#{home}.{name}"' in page, name
 
 
 def test_the_options_page_holds_every_serve_option() -> None:

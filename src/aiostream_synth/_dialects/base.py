@@ -77,7 +77,7 @@ class DialectStream(Protocol):
 
     def result_frames(self, result: Any) -> list[bytes]:
         """The whole stream (or its continuation) for the complete result; raises
-        :class:`~aiostream_synth.InvalidResultError` before producing any on a bad result."""
+        :class:`~aiostream_synth.errors.InvalidResultError` before producing any on a bad result."""
         ...
 
     def failure_frames(self, failure: Failure) -> list[bytes]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aiostream_synth._dialects.base import ErrorResponse, LocalRoute
+from aiostream_synth._wire.usage import warm_usage
 
 __all__ = ["OpenAISpecBase", "openai_error"]
 
@@ -48,7 +49,9 @@ class OpenAISpecBase:
         return {k: v for k, v in body.items() if k not in self.not_identifying}
 
     def warm_up(self) -> None:
-        """Nothing: the OpenAI params models are built at import."""
+        """The usage counters the SDK requires (read on first use); the OpenAI params models
+        are built at import."""
+        warm_usage()
 
     def response_headers(self) -> Mapping[str, str]:
         return {}

@@ -52,7 +52,7 @@ def prepare_request(
 
     ``upstream`` names the dialect the backend speaks when it is another one: the request is
     then also converted for it (``prepared.bridged``, per ``bridge`` options; raises
-    :class:`~aiostream_synth.BridgeError` for what that upstream cannot be asked).
+    :class:`~aiostream_synth.errors.BridgeError` for what that upstream cannot be asked).
     """
     spec = spec_for(dialect)
     body = parse_json_body(raw) if isinstance(raw, bytes) else raw

@@ -50,7 +50,7 @@ def _model_from_typeddict(name: str, source: Any, doc: str, sdk: str) -> type[Ba
         name,
         __config__=ConfigDict(extra="forbid", strict=True, protected_namespaces=()),
         __doc__=doc,
-        __module__="aiostream_synth",
+        __module__="aiostream_synth.params",  # its public home
         **fields,
     )
     model.__aiostream_mirror__ = True

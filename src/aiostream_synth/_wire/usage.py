@@ -13,18 +13,21 @@ required counters are read from the *installed* SDK's usage models, not from a h
 
 Any other ``*_tokens`` key that is present and ``null`` becomes 0 too. The argument is never
 mutated; a dict that needs no change is returned as it is.
+
+The SDK's usage models are read on the first usage object filled, not at import: a program that
+imports only the synthesis functions loads no SDK until it synthesizes.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openai.types import CompletionUsage
-from openai.types.responses import ResponseUsage
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-__all__ = ["required_counters", "wire_chat_usage", "wire_responses_usage"]
+__all__ = ["required_counters", "warm_usage", "wire_chat_usage", "wire_responses_usage"]
 
 #: {counter: None} for an integer leaf, {details: {...}} for a required nested model.
 Counters = dict[str, "Counters | None"]
@@ -32,6 +35,8 @@ Counters = dict[str, "Counters | None"]
 
 def required_counters(model: type[BaseModel]) -> Counters:
     """The required integer fields of a usage model, and of its required nested models."""
+    from pydantic import BaseModel
+
     tree: Counters = {}
     for name, info in model.model_fields.items():
         if not info.is_required():
@@ -96,12 +101,25 @@ class _Plan:
         return out
 
 
-_RESPONSES = _Plan.of(
-    required_counters(ResponseUsage), (("total_tokens", "input_tokens", "output_tokens"),)
-)
-_CHAT = _Plan.of(
-    required_counters(CompletionUsage), (("total_tokens", "prompt_tokens", "completion_tokens"),)
-)
+@functools.cache
+def _plans() -> tuple[_Plan, _Plan]:
+    """The Responses and the chat plan, from the installed SDK's usage models (read once)."""
+    from openai.types import CompletionUsage
+    from openai.types.responses import ResponseUsage
+
+    responses = _Plan.of(
+        required_counters(ResponseUsage), (("total_tokens", "input_tokens", "output_tokens"),)
+    )
+    chat = _Plan.of(
+        required_counters(CompletionUsage),
+        (("total_tokens", "prompt_tokens", "completion_tokens"),),
+    )
+    return responses, chat
+
+
+def warm_usage() -> None:
+    """Read the SDK's usage models now rather than on the first answer (a server's warm-up)."""
+    _plans()
 
 
 def _is_count(value: Any) -> bool:
@@ -149,7 +167,7 @@ def wire_responses_usage(usage: Any) -> Any:
         return usage
     if _has_null(usage):
         usage = _zero_null_counters(usage)
-    return _RESPONSES.fill(usage)
+    return _plans()[0].fill(usage)
 
 
 def wire_chat_usage(usage: Any) -> Any:
@@ -158,4 +176,4 @@ def wire_chat_usage(usage: Any) -> Any:
         return usage
     if _has_null(usage):
         usage = _zero_null_counters(usage)
-    return _CHAT.fill(usage)
+    return _plans()[1].fill(usage)

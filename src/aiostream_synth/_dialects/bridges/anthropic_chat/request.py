@@ -27,7 +27,7 @@ from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.shapes import elements, obj
 from aiostream_synth._params.removals import Removals
 
-__all__ = ["AnthropicChatContext", "anthropic_to_chat"]
+__all__ = ["AnthropicChatContext", "anthropic_to_chat_request"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 
@@ -340,7 +340,7 @@ def _effort(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-def anthropic_to_chat(
+def anthropic_to_chat_request(
     body: Mapping[str, Any],
     options: BridgeOptions | None = None,
     *,

@@ -16,7 +16,7 @@ from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
 
-__all__ = ["chat_to_anthropic_message"]
+__all__ = ["chat_to_anthropic_result"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 _WHAT = "chat completion from the upstream"
@@ -44,7 +44,7 @@ def _input(arguments: Any) -> dict[str, Any]:
     return {}
 
 
-def chat_to_anthropic_message(completion: Any, ctx: AnthropicChatContext) -> dict[str, Any]:
+def chat_to_anthropic_result(completion: Any, ctx: AnthropicChatContext) -> dict[str, Any]:
     """The Anthropic ``Message`` (a dict) for the upstream's chat completion."""
     data = as_json_dict(completion, InvalidResultError, _WHAT)
     if data.get("error"):

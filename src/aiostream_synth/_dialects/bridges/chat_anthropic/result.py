@@ -12,7 +12,7 @@ from aiostream_synth._dialects.bridges.shapes import count, obj
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 
-__all__ = ["anthropic_message_to_chat_completion"]
+__all__ = ["anthropic_to_chat_result"]
 
 _WHAT = "Anthropic message from the upstream"
 _FINISH = {
@@ -26,7 +26,7 @@ _FINISH = {
 }
 
 
-def anthropic_message_to_chat_completion(message: Any, ctx: ChatAnthropicContext) -> dict[str, Any]:
+def anthropic_to_chat_result(message: Any, ctx: ChatAnthropicContext) -> dict[str, Any]:
     """The chat completion (a dict) for the upstream's Anthropic message."""
     data = as_json_dict(message, InvalidResultError, _WHAT)
     if data.get("type") == "error":

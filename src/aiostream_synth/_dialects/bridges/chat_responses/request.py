@@ -306,7 +306,7 @@ def chat_to_responses_request(
     removals: Removals | None = None,
 ) -> tuple[dict[str, Any], ChatResponsesContext]:
     """Convert a Chat Completions body to a non-streaming Responses body (raises
-    :class:`~aiostream_synth.BridgeError` for ``n > 1`` and audio)."""
+    :class:`~aiostream_synth.errors.BridgeError` for ``n > 1`` and audio)."""
     options = options or BridgeOptions()
     report = Removals() if removals is None else removals
     _refuse(body)

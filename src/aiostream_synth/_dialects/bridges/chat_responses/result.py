@@ -10,7 +10,7 @@ from aiostream_synth._dialects.bridges.shapes import count, obj
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError
 
-__all__ = ["response_to_chat_completion"]
+__all__ = ["responses_to_chat_result"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 _WHAT = "Responses result from the upstream"
@@ -51,7 +51,7 @@ def _usage(usage: Any) -> dict[str, Any]:
     }
 
 
-def response_to_chat_completion(response: Any, ctx: ChatResponsesContext) -> dict[str, Any]:
+def responses_to_chat_result(response: Any, ctx: ChatResponsesContext) -> dict[str, Any]:
     """The chat completion (a dict) for the upstream's Responses result; raises
     :class:`~aiostream_synth.BackendError` for a ``failed`` response."""
     data = as_json_dict(response, InvalidResultError, _WHAT)

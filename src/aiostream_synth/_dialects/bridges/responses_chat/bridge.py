@@ -6,8 +6,11 @@ import functools
 import time
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.responses_chat.request import responses_to_chat
-from aiostream_synth._dialects.bridges.responses_chat.result import chat_to_response, empty_response
+from aiostream_synth._dialects.bridges.responses_chat.request import responses_to_chat_request
+from aiostream_synth._dialects.bridges.responses_chat.result import (
+    chat_to_responses_result,
+    empty_response,
+)
 from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest
 
 __all__ = ["RESPONSES_TO_CHAT", "ResponsesToChat"]
@@ -21,7 +24,7 @@ class ResponsesToChat:
 
     def open(self, prepared: PreparedRequest, options: BridgeOptions) -> BridgedRequest:
         created_at = int(time.time())
-        chat, ctx = responses_to_chat(
+        chat, ctx = responses_to_chat_request(
             prepared.params,
             options,
             removals=prepared.removals,
@@ -32,7 +35,7 @@ class ResponsesToChat:
         return BridgedRequest(
             dialect="chat",
             params=chat,
-            convert=functools.partial(chat_to_response, ctx=ctx),
+            convert=functools.partial(chat_to_responses_result, ctx=ctx),
             local_result=empty_response(ctx) if ctx.answer_locally else None,
             echo={"created_at": created_at},
         )

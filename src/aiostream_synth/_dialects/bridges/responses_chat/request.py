@@ -1,9 +1,9 @@
-"""A Responses request as a Chat Completions request: :func:`responses_to_chat`.
+"""A Responses request as a Chat Completions request: :func:`responses_to_chat_request`.
 
 Pure: a dict in, ``(chat body, context)`` out; the context converts the answer back
-(:func:`~aiostream_synth._dialects.bridges.responses_chat.result.chat_to_response`). Stateless:
+(:func:`~aiostream_synth._dialects.bridges.responses_chat.result.chat_to_responses_result`). Stateless:
 a request that needs server-side state (``previous_response_id``, ``conversation``, ``prompt``,
-``item_reference``, ``background``) is a :class:`~aiostream_synth.BridgeError` (400) before
+``item_reference``, ``background``) is a :class:`~aiostream_synth.errors.BridgeError` (400) before
 anything is sent. Client bookkeeping (``store``, ``include``, ``prompt_cache_key``,
 ``metadata``...) is never sent upstream unless ``forward_fields`` names it; everything dropped
 on the way is recorded in ``removals``.
@@ -28,7 +28,7 @@ from aiostream_synth._dialects.responses.namespaces import NamespaceMap
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
-__all__ = ["responses_to_chat"]
+__all__ = ["responses_to_chat_request"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 
@@ -142,7 +142,7 @@ def _reasoning_effort(reasoning: Any, options: BridgeOptions) -> str | None:
     return options.reasoning_effort_map.get(effort, effort)
 
 
-def responses_to_chat(
+def responses_to_chat_request(
     body: Mapping[str, Any],
     options: BridgeOptions | None = None,
     *,
@@ -155,7 +155,7 @@ def responses_to_chat(
 
     ``body`` may be the client's own body or the sanitized params (then pass the sanitizer's
     ``ns_map`` and ``removals``, and the client's body as ``client_body``, which the answer
-    echoes). Raises :class:`~aiostream_synth.BridgeError` for what a stateless chat upstream
+    echoes). Raises :class:`~aiostream_synth.errors.BridgeError` for what a stateless chat upstream
     cannot do. Removals are recorded in ``removals`` (logged in one record without it).
     """
     options = options or BridgeOptions()

@@ -27,7 +27,7 @@ from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import InvalidResultError
 from aiostream_synth._wire.ids import random_hex
 
-__all__ = ["chat_to_response", "empty_response"]
+__all__ = ["chat_to_responses_result", "empty_response"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 _WHAT = "chat completion from the upstream"
@@ -332,12 +332,12 @@ def _message_item(
     }
 
 
-def chat_to_response(completion: Any, ctx: ResponsesChatContext) -> dict[str, Any]:
+def chat_to_responses_result(completion: Any, ctx: ResponsesChatContext) -> dict[str, Any]:
     """The Responses ``Response`` (a dict) for the upstream's chat completion.
 
     Raises :class:`~aiostream_synth.BackendError` (502) for a 200 answer that is a failure
     (an ``error`` body, no choices, ``finish_reason: "error"``) and
-    :class:`~aiostream_synth.InvalidResultError` for one that is not a completion at all.
+    :class:`~aiostream_synth.errors.InvalidResultError` for one that is not a completion at all.
     """
     data = as_json_dict(completion, InvalidResultError, _WHAT)
     error = data.get("error")
