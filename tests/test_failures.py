@@ -8,7 +8,12 @@ import openai
 import pytest
 
 from aiostream_synth._proxy.upstream import sdk_http_module
-from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE, log_internal
+from aiostream_synth._wire.failures import (
+    DETERMINISTIC_CODES,
+    INTERNAL_ERROR_MESSAGE,
+    is_transient,
+    log_internal,
+)
 from aiostream_synth.engine import Failure, classify_failure
 
 #: The HTTP library the installed openai SDK is built on (httpx2, or httpx before it).
@@ -134,3 +139,27 @@ def test_a_report_keeps_its_text(exc: Exception, caplog: pytest.LogCaptureFixtur
     assert str(exc) in failure.message
     log_internal(failure, exc)
     assert not caplog.records
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (_api_error(400, "bad template"), False),  # invalid_prompt: the same request fails again
+        (_api_error(400, "maximum context length is 8192 tokens"), False),
+        (_api_error(404, "no such model"), False),
+        (_api_error(429, "try again in 20s"), True),
+        (_api_error(408, "request timeout"), True),
+        (_api_error(500, "boom"), True),
+        (_api_error(503, "model loading"), True),
+        (TimeoutError(), True),
+        (KeyError("a bug"), True),  # a bug in the backend function: a retry may not meet it
+    ],
+)
+def test_one_taxonomy_says_whether_a_retry_could_do_better(
+    exc: BaseException, transient: bool
+) -> None:
+    """``is_transient`` is what coalescing shares a failure by and what the bridges' and the
+    dialects' error types follow: the failure's own ``transient``."""
+    assert is_transient(exc) is transient
+    assert classify_failure(exc).transient is transient
+    assert (classify_failure(exc).code in DETERMINISTIC_CODES) is not transient

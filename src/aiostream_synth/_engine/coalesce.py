@@ -43,14 +43,12 @@ import orjson
 from aiostream_synth._engine.loops import running_asyncio_loop
 from aiostream_synth._engine.tasks import Cancellable, TaskStarter
 from aiostream_synth._wire.errors import StreamAborted
-from aiostream_synth._wire.failures import classify_failure
+from aiostream_synth._wire.failures import is_transient
 
 __all__ = ["CoalesceMode", "Coalescer", "coalesce_key"]
 
 CoalesceMode = Literal["retries", "all", "off"]
 
-#: Failure codes a retry of the same request would get again.
-_DETERMINISTIC_CODES = frozenset({"invalid_prompt", "context_length_exceeded"})
 #: Request headers that identify the caller (a retry carries the same credentials).
 _CREDENTIALS = ("authorization", "x-api-key")
 
@@ -367,7 +365,7 @@ def _deterministic(error: BaseException | None) -> bool:
     context overflow), rather than perhaps succeed (an overload, a 5xx, a timeout)."""
     if error is None or isinstance(error, StreamAborted):
         return False
-    return classify_failure(error).code in _DETERMINISTIC_CODES
+    return not is_transient(error)
 
 
 def _copy(error: BaseException) -> BaseException:

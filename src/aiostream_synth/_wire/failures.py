@@ -1,5 +1,5 @@
-"""Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision P6,
-decision P6). The upstream's own message is kept in every case.
+"""Classifying a backend exception into an HTTP status and an OpenAI-shaped error (decision
+P6). The upstream's own message is kept in every case.
 
 * a context-window overflow → ``context_length_exceeded`` (400; it must not look retryable);
 * HTTP 429 → ``rate_limit_exceeded``, the upstream message kept ("try again in 20s");
@@ -23,6 +23,9 @@ The status is read from ``status_code`` (openai's ``APIStatusError``), ``status`
 a failure carrying a 1xx, 2xx or 3xx is a 500, never an answer's final status. Cancellation is never classified: the
 engine lets it propagate. Messages are made safe for the wire (lone surrogates become U+FFFD),
 so a failure always becomes a terminal event.
+
+Whether a retry could do better is :func:`is_transient` (:attr:`Failure.transient`): the one
+taxonomy that coalescing, the bridges and the dialects' error types read.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INTERNAL_ERROR_MESSAGE", "Failure", "classify_failure", "log_internal"]
+__all__ = [
+    "DETERMINISTIC_CODES",
+    "INTERNAL_ERROR_MESSAGE",
+    "Failure",
+    "classify_failure",
+    "is_transient",
+    "log_internal",
+]
 
 LOG = logging.getLogger("aiostream_synth.backend")
 
@@ -64,6 +74,9 @@ _CONTEXT_MARKERS = (
 )
 
 
+#: Failure codes a retry of the same request would get again: the request itself is at fault
+#: (an invalid prompt, a context overflow). Every other failure is transient.
+DETERMINISTIC_CODES = frozenset({"invalid_prompt", "context_length_exceeded"})
 #: 4xx statuses a client may rightly retry (timeout, conflict); 429 has its own code.
 _RETRYABLE_4XX = frozenset({408, 409, 429})
 _OVERLOADED_MARKERS = ("overloaded", "loading")
@@ -78,6 +91,12 @@ class Failure:
     message: str
     #: A bug in the backend function, not a failure it reported (see the module docstring).
     internal: bool = False
+
+    @property
+    def transient(self) -> bool:
+        """Whether a retry of the same request could do better (an overload, a rate limit, a
+        5xx, a timeout) rather than fail the same way (an invalid prompt, a context overflow)."""
+        return self.code not in DETERMINISTIC_CODES
 
     @property
     def type(self) -> str:
@@ -196,3 +215,10 @@ def classify_failure(exc: BaseException) -> Failure:
     if status is None and "Connection" in type(exc).__name__:
         return Failure(502, "server_error", f"backend unreachable: {message}")
     return Failure(status or 500, "server_error", message)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a retry of the request that failed with ``exc`` could do better (see
+    :attr:`Failure.transient`); a bug in the backend function is transient too (a retry may
+    not meet it)."""
+    return classify_failure(exc).transient

@@ -62,7 +62,7 @@ def error_event_type(failure: Failure) -> str:
         return "overloaded_error"
     if failure.code == "rate_limit_exceeded":
         return "rate_limit_error"
-    if failure.code in ("invalid_prompt", "context_length_exceeded"):
+    if not failure.transient:
         return "invalid_request_error"
     return "api_error"
 

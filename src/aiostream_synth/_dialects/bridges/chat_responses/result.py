@@ -9,6 +9,7 @@ from aiostream_synth._dialects.bridges.chat_responses.request import ChatRespons
 from aiostream_synth._dialects.bridges.shapes import count, obj
 from aiostream_synth._wire.coerce import as_json_dict
 from aiostream_synth._wire.errors import BackendError, InvalidResultError
+from aiostream_synth._wire.failures import DETERMINISTIC_CODES
 
 __all__ = ["responses_to_chat_result"]
 
@@ -20,7 +21,7 @@ def _failed(response: dict[str, Any]) -> BackendError:
     error = obj(response.get("error"))
     message = str(error.get("message") or "the upstream's response failed")
     code = error.get("code") if isinstance(error.get("code"), str) else "server_error"
-    status = 400 if code in ("context_length_exceeded", "invalid_prompt") else 502
+    status = 400 if code in DETERMINISTIC_CODES else 502
     return BackendError(
         status,
         {
