@@ -15,7 +15,7 @@ import sniffio
 from starlette.applications import Starlette
 
 from aiostream_synth import BackendCall, ShutdownSignal, StreamSettings, SynthesizingApp
-from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE
 from aiostream_synth.starlette import synthesizing_routes
 

@@ -21,7 +21,7 @@ import pytest
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
-from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._serving.pipeline import BackendCall
 
 from .servers import serve
 from .sse_parser import parse

@@ -23,7 +23,7 @@ import pytest
 from aiostream_synth import prepare_request
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
-from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._wire.usage import wire_responses_usage
 
 from .servers import serve

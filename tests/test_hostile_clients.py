@@ -21,7 +21,7 @@ from uvicorn.server import ServerState
 from aiostream_synth._proxy import lean_http
 from aiostream_synth._proxy.lean_http import Limits, _Connection, _Server
 from aiostream_synth._proxy.uvicorn_http import http_protocol
-from aiostream_synth._serving.asgi import ON_DISCONNECT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
 from .fake_transport import FakeTransport
 from .servers import read_body

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from aiostream_synth._proxy import lean_http
 from aiostream_synth._proxy.lean_http import _Connection, _Server
-from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
 from .fake_transport import FakeTransport
 from .servers import read_body

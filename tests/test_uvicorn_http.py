@@ -17,7 +17,7 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from aiostream_synth._proxy.uvicorn_http import http_protocol
-from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
 from .fake_transport import FakeTcpSocket, FakeTransport, SocketTransport
 

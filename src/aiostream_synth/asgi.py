@@ -13,15 +13,15 @@ import typing as _typing
 from aiostream_synth._lazy import public_module as _public_module
 
 if _typing.TYPE_CHECKING:
-    from aiostream_synth._serving.asgi import BackendCall as BackendCall
-    from aiostream_synth._serving.asgi import CompletionBackend as CompletionBackend
-    from aiostream_synth._serving.asgi import StreamSettings as StreamSettings
     from aiostream_synth._serving.asgi import SynthesizingApp as SynthesizingApp
+    from aiostream_synth._serving.pipeline import BackendCall as BackendCall
+    from aiostream_synth._serving.pipeline import CompletionBackend as CompletionBackend
+    from aiostream_synth._serving.pipeline import StreamSettings as StreamSettings
 
 _EXPORTS: dict[str, str] = {
-    "BackendCall": "aiostream_synth._serving.asgi",
-    "CompletionBackend": "aiostream_synth._serving.asgi",
-    "StreamSettings": "aiostream_synth._serving.asgi",
+    "BackendCall": "aiostream_synth._serving.pipeline",
+    "CompletionBackend": "aiostream_synth._serving.pipeline",
+    "StreamSettings": "aiostream_synth._serving.pipeline",
     "SynthesizingApp": "aiostream_synth._serving.asgi",
 }
 

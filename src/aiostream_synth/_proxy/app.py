@@ -41,16 +41,14 @@ from aiostream_synth._proxy.config import ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._proxy.metrics import Metrics, StoreFigures
 from aiostream_synth._proxy.upstream import UpstreamBackend
-from aiostream_synth._serving.asgi import (
+from aiostream_synth._serving.asgi import SynthesizingApp, send_answer, send_json
+from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
+from aiostream_synth._serving.pipeline import (
     BackendCall,
     CompletionBackend,
     StreamSettings,
-    SynthesizingApp,
     request_headers,
-    send_answer,
-    send_json,
 )
-from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
 from aiostream_synth._store.base import ResponseStore
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._wire.errors import RequestError

@@ -33,7 +33,7 @@ from typing import Any
 from aiostream_synth._dialects.bridges.shapes import text_of
 from aiostream_synth._engine import tick
 from aiostream_synth._proxy.config import EMBEDDED_MODEL
-from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]

@@ -95,7 +95,7 @@ from aiostream_synth._proxy.http_defences import (
     show,
     status_line,
 )
-from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
 __all__ = [
     "BODY_HIGH_WATER",

@@ -33,7 +33,7 @@ from typing import Any
 import openai
 
 from aiostream_synth._dialects.registry import spec_for
-from aiostream_synth._serving.asgi import BackendCall
+from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["UpstreamBackend", "sdk_http_module"]

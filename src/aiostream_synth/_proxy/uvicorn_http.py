@@ -6,11 +6,11 @@ each request arrived and calling it back when its client leaves.
   parsed before it (0.46 s at p99 for 5,000 one-line requests, measured in the server; longer
   with large bodies). The client is silent all that time too, so the stream's first keepalive
   is due one interval after the request arrived, not after the app got to it: the scope
-  carries :data:`~aiostream_synth._serving.asgi.RECEIVED_AT`, when the request's bytes reached
+  carries :data:`~aiostream_synth._serving.pipeline.RECEIVED_AT`, when the request's bytes reached
   the kernel (``arrival.py``; else the loop's time when its first bytes were parsed).
 * **Disconnect.** ASGI tells an app that its client left only through a pending ``receive()``,
   so a streaming app keeps a task waiting there for the whole stream (about 1 KiB). The scope
-  carries :data:`~aiostream_synth._serving.asgi.ON_DISCONNECT` instead: a function the app
+  carries :data:`~aiostream_synth._serving.pipeline.ON_DISCONNECT` instead: a function the app
   hands a callback, which ``connection_lost`` calls (soon after it is handed over when the
   connection is gone already). uvicorn notices a lost connection while it reads from it; it
   stops reading while a second request pipelined behind the first waits its turn, so such a
@@ -34,8 +34,8 @@ server has them):
   transport's buffer is full is aborted, so the answer it never reads is not held for ever
   (one that reads, however slowly, gets a new deadline each time).
 
-The app takes both out of the scope (:func:`~aiostream_synth._serving.asgi.received_at`,
-:func:`~aiostream_synth._serving.asgi.disconnect_hook`); any other app ignores them. Without
+The app takes both out of the scope (:func:`~aiostream_synth._serving.pipeline.received_at`,
+:func:`~aiostream_synth._serving.pipeline.disconnect_hook`); any other app ignores them. Without
 httptools (uvicorn then speaks h11) ``serve`` runs uvicorn's default: the app's first look at a
 request stands in for its arrival, and a task watches ``receive()``.
 """
@@ -60,7 +60,7 @@ from aiostream_synth._proxy.http_defences import (
     log_dropped_trailers,
     show,
 )
-from aiostream_synth._serving.asgi import ON_DISCONNECT, RECEIVED_AT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
 __all__ = ["http_protocol"]
 

@@ -1,51 +1,27 @@
-"""Native ASGI path: pre-encoded frames written straight to ``send``, disconnect read from ``receive``.
+"""The native ASGI writer: pre-encoded frames written straight to ``send``, the client's
+disconnect read from ``receive`` (or heard through the server's :data:`ON_DISCONNECT` hook),
+and :class:`SynthesizingApp`, the app around it.
 
-Dialect-agnostic (decision P11): each route belongs to a dialect spec
-(:mod:`aiostream_synth._dialects.registry`), which prepares the request, picks the stream's
-output options and shapes every error. One request, in order (nothing is sent before step 4):
-
-1. the body is read with a size limit (413);
-2. it is parsed, sanitized and validated by its dialect (400 in the dialect's error shape);
-3. a non-streaming request calls the backend once and returns its JSON (or its error status);
-4. a streaming one opens the engine; the first frame sends the headers (``text/event-stream``,
-   ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``); a backend failure before that is a
-   real HTTP error; after it, the dialect's terminal failure frames.
-
-The first frame is due one keepalive interval after the request *arrived*, not after the app
-got round to it: in a burst a request can wait in the server's queue for a good part of a
-second, which the client spends in silence too. A server that knows when it began receiving
-the request says so in the scope (:data:`RECEIVED_AT`; ``aiostream-synth serve`` on uvicorn
-does); otherwise the app's first look at the request stands in for it.
+The request pipeline — reading, preparing, the backend call, opening the engine — is
+:mod:`aiostream_synth._serving.pipeline`, shared with the sse-starlette adapter; this module
+writes: the response head with the first frame (``text/event-stream``, ``Cache-Control:
+no-cache``, ``X-Accel-Buffering: no``), then each frame as the engine yields it.
 
 While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
-leaving. A server that can call the app back when the client leaves offers that in the scope
-(:data:`ON_DISCONNECT`; ``aiostream-synth serve`` does, on its own server and on uvicorn): on
-asyncio the app then registers a callback instead of keeping a task in ``receive()`` (about
-1 KiB per waiting stream). :class:`ShutdownSignal` (ours, not the server's) ends open streams
-cleanly.
-
-What the request lost on the way (decision P10: unknown fields and keys, tools or items of an
-unknown type, configured drops) is sent in the ``x-aiostream-synth-dropped`` header of the answer
-(empty when nothing was) and logged in one record per request.
-
-A client's retry of a request whose backend call is still running (or just failed) attaches to
-that call instead of starting another (:mod:`aiostream_synth._engine.coalesce`), when the server
-runs the ASGI lifespan (the shared calls live in its task group).
-
-The sse-starlette adapter (:mod:`aiostream_synth.starlette`) shares steps 1-3 and the stream
-construction below; only the writing differs.
+leaving; a server that can call the app back when the client leaves spares that task (on
+asyncio a callback instead of a task in ``receive()``, about 1 KiB per waiting stream).
+:class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly. With a response
+store, it also keeps answers that outlive their connection (background responses, stored
+chains; :mod:`aiostream_synth._serving.background`, :mod:`aiostream_synth._serving.chains`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -57,24 +33,16 @@ from aiostream_synth._dialects.base import (
     Storage,
     StreamDialect,
 )
-from aiostream_synth._dialects.bridges.options import BridgeOptions
-from aiostream_synth._dialects.bridges.registry import bridge_for, prepare_bridged
 from aiostream_synth._dialects.prepared import (
-    DEFAULT_MAX_BODY_BYTES,
-    Dialect,
     PreparedRequest,
-    SanitizeOptions,
     parse_json_body,
 )
 from aiostream_synth._dialects.registry import route_table, spec_for
-from aiostream_synth._engine.coalesce import CoalesceMode, Coalescer, coalesce_key
+from aiostream_synth._engine.coalesce import Coalescer
 from aiostream_synth._engine.loops import running_asyncio_loop
 from aiostream_synth._engine.shutdown import ShutdownSignal
-from aiostream_synth._engine.stream import OnDisconnect, StreamOutcome, SynthesizedStream
+from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_collapsed
-from aiostream_synth._engine.tick import now
-from aiostream_synth._params.removals import HEADER as DROPPED_HEADER
-from aiostream_synth._params.removals import Removals
 from aiostream_synth._serving.asgi_types import (
     JSON_HEADERS,
     SSE_HEADERS,
@@ -90,10 +58,29 @@ from aiostream_synth._serving.chains import (
     keep_finished,
     start_kept,
 )
+from aiostream_synth._serving.pipeline import (
+    DEFAULT_ROUTES,
+    ON_DISCONNECT,
+    RECEIVED_AT,
+    BackendCall,
+    ClientGone,
+    CompletionBackend,
+    DisconnectHook,
+    StreamSettings,
+    backend_call,
+    dialect_error,
+    disconnect_hook,
+    dropped_header,
+    open_stream,
+    prepare,
+    read_body,
+    received_at,
+    refuse_when_closing,
+    request_headers,
+    run_backend_once,
+)
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
-from aiostream_synth._wire.coerce import as_json_dict
-from aiostream_synth._wire.errors import BackendError, InvalidResultError, RequestError
-from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
+from aiostream_synth._wire.errors import BackendError, RequestError
 from aiostream_synth._wire.json import dumps
 
 __all__ = [
@@ -102,124 +89,14 @@ __all__ = [
     "RECEIVED_AT",
     "SSE_HEADERS",
     "BackendCall",
-    "ClientGone",
     "CompletionBackend",
     "StreamSettings",
     "SynthesizingApp",
     "answer_locally",
-    "backend_call",
-    "dialect_error",
-    "disconnect_hook",
     "handle_request",
-    "open_stream",
-    "prepare",
-    "read_body",
-    "received_at",
-    "refuse_when_closing",
-    "run_backend_once",
     "send_answer",
     "send_json",
 ]
-
-LOG = logging.getLogger("aiostream_synth.asgi")
-
-
-#: The scope key a server may set to when it began receiving the request: a float on the event
-#: loop's clock (``loop.time()``, which is anyio's), taken before the app is called.
-RECEIVED_AT = "aiostream_synth.received_at"
-#: The scope key a server may set to a function ``watch(callback)``: the server calls
-#: ``callback()`` once, from the event loop (never from within ``watch`` itself), when the
-#: client disconnects before the response is complete — soon after the call if it already has;
-#: ``watch(None)`` withdraws the callback. The app then needs no task waiting in ``receive()``.
-ON_DISCONNECT = "aiostream_synth.on_disconnect"
-
-#: What a server's :data:`ON_DISCONNECT` function is.
-DisconnectHook: TypeAlias = Callable[[Callable[[], object] | None], object]
-
-
-#: The default route table of :class:`SynthesizingApp`: every dialect's paths.
-DEFAULT_ROUTES: Mapping[str, str] = {path: spec.name for path, spec in route_table().items()}
-
-
-@dataclass(frozen=True, slots=True)
-class BackendCall:
-    """What a backend is asked: the dialect, the (sanitized) params, and the request headers."""
-
-    dialect: Dialect
-    params: dict[str, Any]
-    #: Whether the client asked for a stream (the backend call itself is never streaming).
-    stream: bool
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-#: The non-streaming backend: one call, one complete result (dict or pydantic model).
-CompletionBackend: TypeAlias = Callable[[BackendCall], Awaitable[Any]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamSettings:
-    """Engine, output and serving options shared by both adapters (and every dialect)."""
-
-    keepalive_interval: float = 10.0
-    timeout: float | None = None
-    on_disconnect: OnDisconnect = "cancel"
-    finish_timeout: float = 60.0
-    on_abandoned: Callable[[StreamOutcome], object] | None = None
-    responses_events: Literal["full", "minimal"] = "full"
-    responses_keepalive: Literal["events", "comment"] = "events"
-    chat_keepalive: Literal["comment", "none"] = "comment"
-    emit_reasoning_alias: bool = False
-    #: Anthropic: a real event (an intermediate ``message_delta``) at least this often, seconds,
-    #: besides the ``ping`` every tick: Claude Code's stream watchdog counts only 30 pings.
-    anthropic_event_keepalive_s: float | None = 240.0
-    #: Anthropic: content blocks of a type the SDK does not know are dropped (Claude Code fails
-    #: a turn whose last block is one) or passed through.
-    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
-    sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    #: Called with every request that passed preparation (for logging and metrics).
-    on_prepared: Callable[[PreparedRequest], object] | None = None
-    #: Called with every engine stream as it is made, before its first frame (for logging and
-    #: metrics: ``keepalive_frames_sent`` and the like, read when the response is over).
-    on_stream: Callable[[SynthesizedStream], object] | None = None
-    #: Log one record per request that lost something (WARNING, or DEBUG when all of it was
-    #: benign). The proxy turns it off: its own request line carries the removals.
-    log_removals: bool = True
-    #: Which identical requests share one backend call (see :mod:`aiostream_synth._engine.coalesce`).
-    coalesce: CoalesceMode = "retries"
-    #: Seconds a call whose clients all left waits for a retry before it is cancelled.
-    coalesce_linger: float = 0.9
-    #: Seconds a failed or abandoned call's outcome stays available to a retry.
-    coalesce_window: float = 10.0
-    #: The dialect the backend speaks; None: each client's own. Otherwise requests in another
-    #: dialect are converted for it and its answers converted back (a bridge).
-    upstream_api: Dialect | None = None
-    #: How the bridge converts (``bridge_options("deepseek")``...).
-    bridge: BridgeOptions = field(default_factory=BridgeOptions)
-
-    def __post_init__(self) -> None:
-        if self.upstream_api is not None:
-            for spec in route_table().values():
-                bridge_for(spec.name, self.upstream_api)  # ValueError for a pair with no bridge
-
-
-def received_at(scope: Scope) -> float:
-    """When the client began waiting (anyio's clock): the server's :data:`RECEIVED_AT` stamp,
-    taken out of the scope (nothing else reads it, and a waiting stream's scope lives as long
-    as the stream), else now."""
-    stamp = scope.pop(RECEIVED_AT, None)
-    return stamp if isinstance(stamp, float) and math.isfinite(stamp) else now()
-
-
-def disconnect_hook(scope: Scope) -> DisconnectHook | None:
-    """The server's :data:`ON_DISCONNECT` function, taken out of the scope; None without one."""
-    hook = scope.pop(ON_DISCONNECT, None)
-    return hook if callable(hook) else None
-
-
-def dropped_header(removals: Removals) -> tuple[bytes, bytes]:
-    """The ``x-aiostream-synth-dropped`` header: the paths removed from the request."""
-    return (DROPPED_HEADER.encode(), removals.header_value().encode("ascii"))
 
 
 def _header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
@@ -241,159 +118,6 @@ def _shared_header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]
             _SHARED_HEADERS.clear()
         pairs = _SHARED_HEADERS[key] = _header_pairs(headers)
     return pairs
-
-
-def request_headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-
-
-def dialect_error(spec: DialectSpec, exc: RequestError) -> ErrorResponse:
-    """A refused request (:class:`RequestError`, OpenAI-shaped) in the dialect's own shape."""
-    error = exc.body["error"]
-    return spec.error_response(
-        exc.status_code,
-        error["message"],
-        code=error.get("code"),
-        param=error.get("param"),
-        type=error.get("type"),
-    )
-
-
-def _backend_for(
-    call: Callable[[], Awaitable[Any]],
-    spec: DialectSpec,
-    prepared: PreparedRequest,
-    headers: Mapping[str, str],
-    coalescer: Coalescer | None,
-) -> Callable[[], Awaitable[Any]]:
-    if coalescer is None:
-        return call
-    key = coalesce_key(spec.name, spec.coalesce_key(dict(prepared.body)), headers)
-    return coalescer.backend(key, call, stream=prepared.stream)
-
-
-class _CallOnce:
-    """A backend call to make once, holding its :class:`BackendCall` only until it is made: from
-    then on the backend alone decides what of the request a waiting stream keeps (the upstream
-    backend keeps the bytes it sent, not the parsed params: ~2.3x the request's JSON size)."""
-
-    __slots__ = ("_backend", "_call")
-
-    def __init__(self, backend: CompletionBackend, call: BackendCall) -> None:
-        self._backend = backend
-        self._call: BackendCall | None = call
-
-    def __call__(self) -> Awaitable[Any]:
-        call, self._call = self._call, None
-        if call is None:
-            raise RuntimeError("this backend call has been made already")
-        return self._backend(call)
-
-
-def backend_call(
-    backend: CompletionBackend, prepared: PreparedRequest, headers: Mapping[str, str]
-) -> Callable[[], Awaitable[Any]]:
-    """The one backend call a prepared request makes: in its own dialect, or (bridged) in the
-    upstream's, with the answer converted back to the client's dialect."""
-    bridged = prepared.bridged
-    if bridged is None:
-        return _CallOnce(
-            backend, BackendCall(prepared.dialect, prepared.params, prepared.stream, headers)
-        )
-    convert, local_result = bridged.convert, bridged.local_result
-    upstream_call = _CallOnce(
-        backend, BackendCall(bridged.dialect, bridged.params, prepared.stream, headers)
-    )
-
-    async def call() -> Any:
-        if local_result is not None:
-            return local_result
-        return convert(await upstream_call())
-
-    return call
-
-
-def open_stream(
-    spec: DialectSpec,
-    prepared: PreparedRequest,
-    backend: CompletionBackend,
-    settings: StreamSettings,
-    headers: Mapping[str, str],
-    task_group: TaskStarter | None = None,
-    coalescer: Coalescer | None = None,
-    waiting_since: float | None = None,
-    dialect: StreamDialect | None = None,
-) -> SynthesizedStream:
-    """The engine for a prepared streaming request (not yet entered); ``task_group``, when
-    given, hosts its backend task (see :class:`SynthesizedStream`); ``coalescer`` lets a retry
-    of it share its backend call; ``waiting_since`` is when the request arrived
-    (:func:`received_at`)."""
-    call = backend_call(backend, prepared, headers)
-    stream = SynthesizedStream(
-        _backend_for(call, spec, prepared, headers, coalescer),
-        dialect or spec.stream_dialect(prepared, settings),
-        keepalive_interval=settings.keepalive_interval,
-        timeout=settings.timeout,
-        on_disconnect=settings.on_disconnect,
-        finish_timeout=settings.finish_timeout,
-        on_abandoned=settings.on_abandoned,
-        task_group=task_group,
-        waiting_since=waiting_since,
-    )
-    if settings.on_stream is not None:
-        settings.on_stream(stream)
-    return stream
-
-
-async def run_backend_once(
-    spec: DialectSpec,
-    prepared: PreparedRequest,
-    backend: CompletionBackend,
-    settings: StreamSettings,
-    headers: Mapping[str, str],
-    coalescer: Coalescer | None = None,
-) -> ErrorResponse:
-    """A non-streaming request: the backend's answer (status 200) or its failure, in the
-    dialect's shape (the status, body and headers to answer with)."""
-    call = backend_call(backend, prepared, headers)
-    try:
-        with anyio.fail_after(settings.timeout):
-            result = await _backend_for(call, spec, prepared, headers, coalescer)()
-        return ErrorResponse(200, as_json_dict(result, InvalidResultError, "backend result"))
-    except Exception as exc:  # any backend failure becomes an HTTP error
-        failure = (
-            Failure(502, "server_error", f"the backend returned an invalid result: {exc}")
-            if isinstance(exc, InvalidResultError)
-            else log_internal(classify_failure(exc), exc)
-        )
-        return spec.error_response(
-            failure.status_code, failure.message, code=failure.code, type=failure.type
-        )
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body was read."""
-
-
-async def read_body(receive: Receive, limit: int = DEFAULT_MAX_BODY_BYTES) -> bytes:
-    """The whole request body, or a 413 :class:`RequestError` past ``limit`` bytes."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(
-                413,
-                f"The request body is larger than the limit of {limit} bytes.",
-                code="request_too_large",
-            )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 async def send_json(
@@ -597,40 +321,6 @@ async def _respond(
             await joined
     if watch is not None and watch.task is not None:
         _raise_what_the_watcher_raised(watch.task)
-
-
-def refuse_when_closing(shutdown: ShutdownSignal | None) -> None:
-    """A 503 :class:`RequestError` once shutdown has begun: no new stream is opened."""
-    if shutdown is not None and shutdown.closing:
-        raise RequestError(
-            503, "The server is shutting down.", type="server_error", code="server_shutting_down"
-        )
-
-
-def prepare(
-    spec: DialectSpec,
-    raw: bytes | dict[str, Any],
-    settings: StreamSettings,
-    served: Sequence[tuple[tuple[str | int, ...], str]] = (),
-) -> PreparedRequest:
-    """The dialect's request preparation (of the raw body, or of one already parsed) with the
-    settings' sanitizer options, one log record for what it removed (``log_removals``; with
-    what the proxy's store ``served`` of the client's body, benign), then the ``on_prepared``
-    hook."""
-    body = raw if isinstance(raw, dict) else parse_json_body(raw)
-    if settings.upstream_api is None:
-        prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
-    else:
-        prepared = prepare_bridged(
-            spec, body, settings.upstream_api, sanitize=settings.sanitize, options=settings.bridge
-        )
-    for path, reason in served:
-        prepared.removals.add(path, reason, benign=True)
-    if settings.log_removals:
-        prepared.removals.log(LOG, f"{spec.name} request")
-    if settings.on_prepared is not None:
-        settings.on_prepared(prepared)
-    return prepared
 
 
 async def handle_request(

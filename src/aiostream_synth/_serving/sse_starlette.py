@@ -30,7 +30,7 @@ from aiostream_synth._dialects.prepared import parse_json_body
 from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
-from aiostream_synth._serving.asgi import (
+from aiostream_synth._serving.pipeline import (
     ClientGone,
     CompletionBackend,
     StreamSettings,
