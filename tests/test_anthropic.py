@@ -29,12 +29,9 @@ from aiostream_synth import (
 )
 from aiostream_synth._dialects.anthropic.spec import estimate_input_tokens
 from aiostream_synth._params.removals import Removals
-from aiostream_synth._proxy.upstream import sdk_http_module
 
-from .sse_parser import parse
-
-#: The HTTP library the installed anthropic SDK is built on (httpx2, or httpx before it).
-sdk_http = sdk_http_module(anthropic.DefaultAsyncHttpxClient)
+from .support.anthropic_mock import MOCK_FRAMES, MOCK_SDK, REQUEST, sdk_http
+from .support.sse_parser import parse
 
 K = 0.05  # keepalive interval (instant on trio's MockClock)
 
@@ -196,28 +193,10 @@ _block = st.one_of(
 )
 
 
-_FRAMES: list[bytes] = []
-_MOCK_SDK = anthropic.Anthropic(
-    api_key="k",
-    base_url="http://test",
-    max_retries=0,
-    http_client=cast(
-        Any,
-        sdk_http.Client(
-            transport=sdk_http.MockTransport(
-                lambda request: sdk_http.Response(
-                    200, headers={"content-type": "text/event-stream"}, content=_FRAMES[-1]
-                )
-            )
-        ),
-    ),
-)
-
-
 def _sdk_final(frames: bytes) -> Any:
     """What the anthropic SDK's own stream helper makes of ``frames``."""
-    _FRAMES.append(frames)
-    with _MOCK_SDK.messages.stream(**REQUEST) as stream:
+    MOCK_FRAMES.append(frames)
+    with MOCK_SDK.messages.stream(**REQUEST) as stream:
         return stream.get_final_message()
 
 
@@ -275,13 +254,6 @@ def _sdk(app: Any) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(
         api_key="k", base_url="http://test", http_client=cast(Any, http), max_retries=0
     )
-
-
-REQUEST: dict[str, Any] = {
-    "model": "claude-test",
-    "max_tokens": 1024,
-    "messages": [{"role": "user", "content": "run echo OK"}],
-}
 
 
 @pytest.mark.anyio

@@ -220,12 +220,14 @@ SPEC_REFERENCES = re.compile(
     r"\b(?:bridge|anthropic|clients|protocol|decisions)\.md\b|\bB-[A-Z]+\d|\bD\d{1,2}\b"
     r"|(?<!RFC \d{4} )§\d"
 )
-DECISIONS = PACKAGE.parents[1] / "docs" / "design" / "decisions.md"
+#: The repository (the tests run against an installed package, whose files are elsewhere).
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
+DECISIONS = REPOSITORY / "docs" / "design" / "decisions.md"
 
 
 def test_the_code_cites_only_documents_in_the_repository() -> None:
     """Decisions are cited as "decision Pn", each a section of docs/design/decisions.md."""
-    documents = [*PACKAGE.rglob("*.py"), PACKAGE.parents[1] / "ARCHITECTURE.md"]
+    documents = [*PACKAGE.rglob("*.py"), REPOSITORY / "ARCHITECTURE.md"]
     sections = set(re.findall(r"^## (P\d+)\.", DECISIONS.read_text(encoding="utf-8"), re.M))
     assert sections == {f"P{n}" for n in range(1, 13)}
     for path in documents:
@@ -245,3 +247,17 @@ def test_type_hints_of_public_classes_resolve() -> None:
             value = getattr(public, name)
             if isinstance(value, type):
                 typing.get_type_hints(value)
+
+
+def test_test_modules_import_no_other_test_module() -> None:
+    """What tests share lives in tests/support/, so no test depends on another's module."""
+    tests = REPOSITORY / "tests"
+    for path in sorted(tests.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                last = module.rpartition(".")[2]
+                assert not last.startswith("test_"), f"{path.name} imports {module}"
+                if module in ("", "tests"):
+                    names = {alias.name for alias in node.names}
+                    assert not any(n.startswith("test_") for n in names), path.name

@@ -12,7 +12,7 @@ import pytest
 
 from aiostream_synth._proxy.arrival import arrival, tcp_socket
 
-from .fake_transport import FakeTcpSocket, SocketTransport
+from .support.fake_transport import FakeTcpSocket, SocketTransport
 
 #: How early the kernel's answer can be: one scheduler tick (HZ is 100 at the least).
 KERNEL_TICK_S = 0.011

@@ -19,8 +19,8 @@ from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE
 from aiostream_synth.starlette import synthesizing_routes
 
-from .asgi_client import Lifespan, OneRequest
-from .sse_parser import comments, parse
+from .support.asgi_client import Lifespan, OneRequest
+from .support.sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,8 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
 
-from .redis_server import redis_server
-from .servers import free_port, serve
+from .support.redis_server import redis_server
+from .support.servers import free_port, serve
 
 CLIENTS = pathlib.Path(__file__).parent / "clients"
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)

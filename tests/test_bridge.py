@@ -18,7 +18,6 @@ import openai.types.chat as chat_types
 import openai.types.responses as responses_types
 import pytest
 from anthropic.types import Message
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from pydantic import TypeAdapter
 
@@ -27,23 +26,11 @@ from aiostream_synth._params.removals import Removals
 from aiostream_synth.bridges import chat_to_responses_result, responses_to_chat_request
 from aiostream_synth.errors import BridgeError
 
-from . import sdk_features
+from .support import sdk_features
+from .support.bridge_cases import APPLY_PATCH, CHAT_PARAMS, PATCH, SCHEMA, invariants
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
-CHAT_PARAMS: TypeAdapter[Any] = TypeAdapter(CompletionCreateParamsNonStreaming)
 RESPONSES_PARAMS: TypeAdapter[Any] = TypeAdapter(ResponseCreateParamsNonStreaming)
-SCHEMA = {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}
-PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
-APPLY_PATCH = {
-    "type": "custom",
-    "name": "apply_patch",
-    "description": "Use the `apply_patch` tool to edit files",
-    "format": {
-        "type": "grammar",
-        "syntax": "lark",
-        "definition": "start: begin_patch hunk+ end_patch",
-    },
-}
 EXEC = {"type": "function", "name": "exec_command", "parameters": SCHEMA, "strict": False}
 
 
@@ -87,28 +74,6 @@ def answer(
     response: dict[str, Any] = prepared.bridged.convert(completion(message, **kw))
     responses_types.Response.model_validate(response)
     return response
-
-
-def invariants(messages: list[dict[str, Any]]) -> None:
-    """B-P3: each assistant message with tool_calls is followed by exactly one tool message per
-    call id, in call order; no tool message anywhere else; at most one system message, at 0;
-    no developer role."""
-    roles = [m["role"] for m in messages]
-    assert "developer" not in roles
-    assert roles.count("system") <= 1
-    assert "system" not in roles[1:]
-    k = 0
-    while k < len(messages):
-        message = messages[k]
-        assert message["role"] != "tool", f"stray tool message at {k}: {messages}"
-        k += 1
-        calls = message.get("tool_calls") or []
-        for call in calls:
-            assert k < len(messages), "a call without its tool message"
-            follower = messages[k]
-            assert follower["role"] == "tool"
-            assert follower["tool_call_id"] == call["id"]
-            k += 1
 
 
 # -- §8 checks 1-6: the fixtures ------------------------------------------------------------

@@ -24,14 +24,14 @@ import pytest
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from . import sdk_features
-from .fake_chat_upstream import ANSWER, REASONING, FakeChatUpstream, Reply, tool_call
-from .fake_upstream import FakeUpstream
-from .servers import serve as serve_app
-from .sse_parser import parse as parse_sse
-from .test_bridge import APPLY_PATCH, PATCH, SCHEMA, invariants
-from .test_clients import CODEX, _codex, _messages, _node, _require
-from .test_serve import serve as serve_cli
+from .support import sdk_features
+from .support.bridge_cases import APPLY_PATCH, PATCH, SCHEMA, invariants
+from .support.cli_server import serve_cli
+from .support.fake_chat_upstream import ANSWER, REASONING, FakeChatUpstream, Reply, tool_call
+from .support.fake_upstream import FakeUpstream
+from .support.node_clients import CODEX, codex_messages, require, run_codex, run_node
+from .support.servers import serve as serve_app
+from .support.sse_parser import parse as parse_sse
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 LOOKUP = {"type": "function", "name": "lookup", "description": "Look up.", "parameters": SCHEMA}
@@ -254,7 +254,7 @@ def test_node_through_the_bridge(
     """openai-node's responses.stream().finalResponse() and responses.create({stream: true})."""
     url, _ = bridge
     model, tools = CASES[case]
-    result = _node(f"{url}/v1", mode, "hi", tools, model=model)
+    result = run_node(f"{url}/v1", mode, "hi", tools, model=model)
     assert result["ok"], result
     output = result["final"]["output"]
     kinds = [item["type"] for item in output]
@@ -275,7 +275,7 @@ def test_node_through_the_bridge(
 
 def test_node_sees_length_as_incomplete(bridge: tuple[str, FakeChatUpstream]) -> None:
     url, _ = bridge
-    result = _node(f"{url}/v1", "responses-create", "hi", model="length")
+    result = run_node(f"{url}/v1", "responses-create", "hi", model="length")
     assert result["ok"], result
     assert result["final"]["eventTypes"][-1] == "response.incomplete"
     assert result["final"]["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -286,7 +286,7 @@ def test_node_sees_the_failure(bridge: tuple[str, FakeChatUpstream]) -> None:
     ``invalid_prompt`` and the upstream's message (its own model name: an identical request
     that failed moments ago would get the remembered failure before commit instead)."""
     url, _ = bridge
-    result = _node(f"{url}/v1", "responses-create", "hi", model="slow-0.6-error-400-node")
+    result = run_node(f"{url}/v1", "responses-create", "hi", model="slow-0.6-error-400-node")
     assert result["ok"], result
     assert result["final"]["eventTypes"][-1] == "response.failed"
     assert result["final"]["error"]["code"] == "invalid_prompt"
@@ -298,7 +298,7 @@ def _catalog(tmp: pathlib.Path) -> str:
     """A model catalog with one test slug whose apply_patch tool is freeform (Codex then sends
     the custom apply_patch tool), cloned from Codex's own bundled catalog (an entry with the
     classic tool set: "Responses Lite" entries call apply_patch from inside code-mode ``exec``)."""
-    _require(CODEX.exists(), "run `npm ci` in tests/clients (the Codex CLI)")
+    require(CODEX.exists(), "run `npm ci` in tests/clients (the Codex CLI)")
     home = tmp / "catalog-home"
     home.mkdir(exist_ok=True)
     dumped = subprocess.run(
@@ -328,9 +328,9 @@ def test_codex_text_turn(tmp_path: pathlib.Path, bridge: tuple[str, FakeChatUpst
     developer role, function tools only, no bookkeeping; Codex shows the answer."""
     url, fake = bridge
     fake.queue.append(Reply(message={"role": "assistant", "content": "BRIDGE_TEXT_OK"}))
-    code, events, stderr = _codex(tmp_path, url, "say hi")
+    code, events, stderr = run_codex(tmp_path, url, "say hi")
     assert code == 0, stderr
-    assert _messages(events) == ["BRIDGE_TEXT_OK"]
+    assert codex_messages(events) == ["BRIDGE_TEXT_OK"]
     sent = _last(fake)
     roles = [m["role"] for m in sent["messages"]]
     assert roles[0] == "system"
@@ -349,9 +349,9 @@ def test_codex_shell_turn(tmp_path: pathlib.Path, bridge: tuple[str, FakeChatUps
         tool_call("exec_command", {"cmd": "echo BRIDGE_SHELL_OK"}, "call_shell1"),
         Reply(message={"role": "assistant", "content": "shell done"}),
     ]
-    code, events, stderr = _codex(tmp_path, url, "run it")
+    code, events, stderr = run_codex(tmp_path, url, "run it")
     assert code == 0, stderr
-    assert _messages(events) == ["shell done"]
+    assert codex_messages(events) == ["shell done"]
     replay = _last(fake)["messages"]
     assistant, tool = replay[-2:]
     assert assistant["role"] == "assistant"
@@ -376,12 +376,12 @@ def test_codex_apply_patch_turn(
         tool_call("apply_patch", {"input": PATCH}, "call_patch1"),
         Reply(message={"role": "assistant", "content": "patched"}),
     ]
-    code, events, stderr = _codex(
+    code, events, stderr = run_codex(
         tmp_path, url, "add hello.txt", model="bridge-model", config=config
     )
     assert code == 0, stderr
     assert (tmp_path / "work" / "hello.txt").read_text() == "hi\n"
-    assert _messages(events) == ["patched"]
+    assert codex_messages(events) == ["patched"]
     first, second = fake.bodies[since:]
     (declared,) = [t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch"]
     assert declared["parameters"]["required"] == ["input"]
@@ -407,12 +407,12 @@ def test_codex_second_turn_replays_answer_and_reasoning(
             }
         )
     )
-    code, events, stderr = _codex(tmp_path, url, "First question", ephemeral=False)
+    code, events, stderr = run_codex(tmp_path, url, "First question", ephemeral=False)
     assert code == 0, stderr
     fake.queue.append(Reply(message={"role": "assistant", "content": "SECOND_ANSWER"}))
-    code, events, stderr = _codex(tmp_path, url, "Second question", resume=True, ephemeral=False)
+    code, events, stderr = run_codex(tmp_path, url, "Second question", resume=True, ephemeral=False)
     assert code == 0, stderr
-    assert _messages(events) == ["SECOND_ANSWER"]
+    assert codex_messages(events) == ["SECOND_ANSWER"]
     messages = _last(fake)["messages"]
     replayed = [m for m in messages if m["role"] == "assistant"]
     assert replayed == [
@@ -432,7 +432,7 @@ def test_codex_does_not_retry_a_deterministic_upstream_error(
     fake.queue += [
         Reply(status=status, error="Unexpected message role.", delay=0.6) for _ in range(3)
     ]
-    code, events, stderr = _codex(tmp_path, url, "fail please", retries=2)
+    code, events, stderr = run_codex(tmp_path, url, "fail please", retries=2)
     fake.queue.clear()
     assert code != 0
     assert "Unexpected message role" in json.dumps(events) + stderr
@@ -525,7 +525,7 @@ def test_claude_code_on_a_chat_upstream(
     """Claude Code through ``--upstream-api chat``: the model calls Bash, Claude Code runs it,
     and its tool_result reaches the chat upstream as a tool message right after the assistant's
     tool_calls; the final text is the upstream's."""
-    from .test_claude_code import _claude
+    from .support.claude_code import run_claude
 
     url, fake = bridge
     since = len(fake.requests)
@@ -533,7 +533,7 @@ def test_claude_code_on_a_chat_upstream(
         tool_call("Bash", {"command": "echo CLAUDE_BRIDGE_OK", "description": "echo"}, "call_cc1"),
         Reply(message={"role": "assistant", "content": "bash said CLAUDE_BRIDGE_OK"}),
     ]
-    code, result, stderr = _claude(tmp_path, url, "run echo", ANTHROPIC_MODEL="chat-model")
+    code, result, stderr = run_claude(tmp_path, url, "run echo", ANTHROPIC_MODEL="chat-model")
     fake.queue.clear()
     assert code == 0, stderr
     assert result["result"] == "bash said CLAUDE_BRIDGE_OK"

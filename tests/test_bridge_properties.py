@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from aiostream_synth import BridgeOptions
 from aiostream_synth.bridges import responses_to_chat_request
 
-from .test_bridge import CHAT_PARAMS, invariants
+from .support.bridge_cases import CHAT_PARAMS, invariants
 
 CALL_IDS = ["c1", "c2", "c3", "c4"]
 TEXT = st.text(alphabet="ab \n", max_size=6)

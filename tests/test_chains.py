@@ -13,8 +13,8 @@ import pytest
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 
-from .fake_chat_upstream import ANSWER, FakeChatUpstream
-from .servers import serve
+from .support.fake_chat_upstream import ANSWER, FakeChatUpstream
+from .support.servers import serve
 
 
 @pytest.fixture(params=["uvicorn", "hypercorn-trio"])

@@ -21,7 +21,7 @@ from aiostream_synth.errors import InvalidRequestError, InvalidResultError
 from aiostream_synth.params import ChatCompletionParams, sanitize_streaming_chat_body
 from aiostream_synth.sse import chat_error_frame
 
-from .sse_parser import parse
+from .support.sse_parser import parse
 
 # -- sanitize -----------------------------------------------------------------------------------
 

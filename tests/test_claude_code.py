@@ -8,7 +8,6 @@ reason shown; under CI (``CI`` set) a missing client is an error, never a silent
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -23,11 +22,11 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._serving.pipeline import BackendCall
 
-from .servers import serve
-from .sse_parser import parse
+from .support.claude_code import run_claude
+from .support.node_clients import CLIENTS, require
+from .support.servers import serve
+from .support.sse_parser import parse
 
-CLIENTS = pathlib.Path(__file__).parent / "clients"
-CLAUDE = CLIENTS / "node_modules" / ".bin" / "claude"
 NODE = shutil.which("node")
 BASH = [
     {
@@ -40,13 +39,6 @@ BASH = [
         },
     }
 ]
-
-
-def _require(ok: bool, reason: str) -> None:
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run this client test: {reason}")
-        pytest.skip(reason)
 
 
 class Counting:
@@ -100,39 +92,6 @@ def proxy(request: pytest.FixtureRequest) -> Iterator[tuple[str, Counting, Reque
         yield url, backend, app
 
 
-def _claude(
-    tmp: pathlib.Path, url: str, prompt: str, **env: str
-) -> tuple[int, dict[str, Any], str]:
-    """``claude -p --output-format json`` against ``url``; its exit code, result and stderr."""
-    _require(CLAUDE.exists(), "run `npm ci` in tests/clients (the Claude Code CLI)")
-    home, work = tmp / "home", tmp / "work"
-    home.mkdir(exist_ok=True)
-    work.mkdir(exist_ok=True)
-    environment = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": "sk-ant-test",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "IS_SANDBOX": "1",  # --dangerously-skip-permissions as root
-        "CLAUDE_CODE_MAX_RETRIES": "1",
-        **env,
-    }
-    done = subprocess.run(
-        [str(CLAUDE), "-p", "--output-format", "json", "--dangerously-skip-permissions", prompt],
-        cwd=work,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, json.loads(lines[-1]) if lines else {}, done.stderr
-
-
 def _message_posts(requests: Requests) -> list[tuple[str, dict[str, Any]]]:
     return [(query, body) for path, query, body in requests.seen if path == "/v1/messages"]
 
@@ -140,7 +99,7 @@ def _message_posts(requests: Requests) -> list[tuple[str, dict[str, Any]]]:
 def test_claude_code_text_turn(tmp_path: pathlib.Path, proxy: Any) -> None:
     """A25: one POST /v1/messages?beta=true, streaming, answered; nothing else requested."""
     url, backend, requests = proxy
-    code, result, stderr = _claude(tmp_path, url, "say hello to the proxy")
+    code, result, stderr = run_claude(tmp_path, url, "say hello to the proxy")
     assert code == 0, stderr
     assert (result["is_error"], result["subtype"]) == (False, "success")
     assert result["result"] == "say hello to the proxy"
@@ -157,7 +116,7 @@ def test_claude_code_runs_bash_and_its_result_reaches_the_backend(
     call carries the tool_result for that tool_use id."""
     url, backend, _ = proxy
     prompt = 'run it [tool:Bash {"command": "echo ACCEPTANCE_BASH_OK"}]'
-    code, result, stderr = _claude(tmp_path, url, prompt)
+    code, result, stderr = run_claude(tmp_path, url, prompt)
     assert code == 0, stderr
     assert "ACCEPTANCE_BASH_OK" in result["result"]
     first, second = backend.calls
@@ -184,7 +143,7 @@ def test_a_slow_turn_is_one_request_kept_alive_by_pings(tmp_path: pathlib.Path, 
     still completes in one request, one backend call (headers and message_start at the first
     tick, then a ping a second)."""
     url, backend, requests = proxy
-    code, result, stderr = _claude(tmp_path, url, "slow one [delay:12]", API_TIMEOUT_MS="10000")
+    code, result, stderr = run_claude(tmp_path, url, "slow one [delay:12]", API_TIMEOUT_MS="10000")
     assert code == 0, stderr
     assert result["result"] == "slow one"
     assert len(_message_posts(requests)) == 1
@@ -201,7 +160,7 @@ def test_without_keepalive_the_timeout_retry_attaches_to_the_running_call(
     the retry attaches to the backend call still running for it (its client left), so the
     backend is called once and the turn still completes."""
     url, backend, requests = proxy
-    code, result, stderr = _claude(tmp_path, url, "slow one [delay:12]", API_TIMEOUT_MS="10000")
+    code, result, stderr = run_claude(tmp_path, url, "slow one [delay:12]", API_TIMEOUT_MS="10000")
     assert code == 0, stderr
     assert result["result"] == "slow one"
     assert len(_message_posts(requests)) == 2
@@ -215,7 +174,7 @@ def test_a_failure_after_commit_is_retried_from_the_same_backend_call(
     without streaming, that retry gets the same (deterministic) failure from the same call as an
     HTTP error with x-should-retry: false, and the turn fails."""
     url, backend, requests = proxy
-    code, result, _ = _claude(tmp_path, url, "[delay:1] [error:400]")
+    code, result, _ = run_claude(tmp_path, url, "[delay:1] [error:400]")
     assert code != 0
     assert result["is_error"] is True
     assert "simulated HTTP 400" in result["result"]
@@ -235,7 +194,7 @@ def test_a_transient_failure_after_commit_is_served_to_the_fallback(
     without streaming; that re-send gets the same failure from the same call (the backend is
     called once; a streaming retry, Codex's, would reach the backend again)."""
     url, backend, requests = proxy
-    code, result, _ = _claude(tmp_path, url, "[delay:1] [error:500] transient")
+    code, result, _ = run_claude(tmp_path, url, "[delay:1] [error:500] transient")
     assert code != 0
     assert "simulated HTTP 500" in result["result"]
     posts = _message_posts(requests)
@@ -248,7 +207,7 @@ def test_event_keepalives_leave_every_result_unchanged(tmp_path: pathlib.Path, p
     """§3.3.2 at test scale: intermediate message_delta events during a 2 s wait; Claude Code's
     result and the SDKs' final messages are what they are without them."""
     url, _, _ = proxy
-    code, result, stderr = _claude(tmp_path, url, "kept alive [delay:2]")
+    code, result, stderr = run_claude(tmp_path, url, "kept alive [delay:2]")
     assert code == 0, stderr
     assert result["result"] == "kept alive"
     with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
@@ -275,8 +234,8 @@ def test_event_keepalives_leave_every_result_unchanged(tmp_path: pathlib.Path, p
 
 
 def _node_anthropic(url: str, prompt: str, tools: Any = None) -> dict[str, Any]:
-    _require(NODE is not None, "node is not installed")
-    _require(
+    require(NODE is not None, "node is not installed")
+    require(
         (CLIENTS / "node_modules" / "@anthropic-ai" / "sdk").exists(),
         "run `npm ci` in tests/clients",
     )
@@ -327,8 +286,8 @@ def test_claude_code_through_an_anthropic_upstream(tmp_path: pathlib.Path) -> No
     reaches it as one non-streaming call with Anthropic's headers (its x-api-key replaced by the
     upstream key, its betas kept), and an unknown block type the upstream returns last is
     dropped so the turn still succeeds (A5)."""
-    from .fake_upstream import FakeUpstream
-    from .test_serve import serve as serve_cli
+    from .support.cli_server import serve_cli
+    from .support.fake_upstream import FakeUpstream
 
     fake = FakeUpstream()
     with (
@@ -337,7 +296,7 @@ def test_claude_code_through_an_anthropic_upstream(tmp_path: pathlib.Path) -> No
             "--upstream", f"{upstream}/v1", "--upstream-api-key", "up-key", "--keepalive-s", "0.2"
         ) as (_, url),
     ):
-        code, result, stderr = _claude(
+        code, result, stderr = run_claude(
             tmp_path, url, "hello upstream", ANTHROPIC_MODEL="text-future"
         )
     assert code == 0, stderr

@@ -9,10 +9,7 @@ an error, never a silent skip.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,13 +23,11 @@ from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._wire.usage import wire_responses_usage
 
-from .servers import serve
-from .test_proxy import CHAT_TOOLS
-from .test_serve import serve as serve_cli
+from .support.cli_server import serve_cli
+from .support.node_clients import codex_messages, run_codex, run_node
+from .support.proxy_cases import CHAT_TOOLS
+from .support.servers import serve
 
-CLIENTS = pathlib.Path(__file__).parent / "clients"
-NODE = shutil.which("node")
-CODEX = CLIENTS / "node_modules" / ".bin" / "codex"
 NS_TOOLS: list[dict[str, Any]] = [
     {
         "type": "namespace",
@@ -62,13 +57,6 @@ NS_TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
-
-
-def _require(ok: bool, reason: str) -> None:
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run this client test: {reason}")
-        pytest.skip(reason)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -231,38 +219,11 @@ def test_python_late_failure_raises_from_the_stream(proxy: str) -> None:
 # -- openai-node ------------------------------------------------------------------------------------
 
 
-def _node(
-    base: str,
-    dialect: str,
-    prompt: str,
-    tools: Any = None,
-    usage: bool = False,
-    model: str = "m",
-) -> dict[str, Any]:
-    _require(NODE is not None, "node is not installed")
-    _require((CLIENTS / "node_modules" / "openai").exists(), "run `npm ci` in tests/clients")
-    args = [
-        str(NODE),
-        str(CLIENTS / "node_client.mjs"),
-        base,
-        dialect,
-        prompt,
-        json.dumps(tools) if tools else "",
-        "usage" if usage else "",
-        model,
-    ]
-    done = subprocess.run(
-        args, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
 @pytest.mark.parametrize("case", list(RESPONSES_CASES))
 def test_node_responses_final_response(proxy: str, case: str) -> None:
     """openai-node's responses.stream().finalResponse() (needs the full lifecycle) equals the backend's output."""
     prompt, tools = RESPONSES_CASES[case]
-    result = _node(proxy, "responses", prompt, tools)
+    result = run_node(proxy, "responses", prompt, tools)
     assert result["ok"], result
     output, usage = _expected_output(
         "responses", {"model": "m", "input": prompt, **({"tools": tools} if tools else {})}
@@ -274,11 +235,11 @@ def test_node_responses_final_response(proxy: str, case: str) -> None:
 @pytest.mark.parametrize("usage", [False, True])
 def test_node_chat_final_completion(proxy: str, usage: bool) -> None:
     """openai-node's chat.completions.stream().finalChatCompletion() with text and with a tool call."""
-    result = _node(proxy, "chat", "node says hi [reasoning]", usage=usage)
+    result = run_node(proxy, "chat", "node says hi [reasoning]", usage=usage)
     assert result["ok"], result
     assert result["final"]["choices"][0]["message"]["content"] == "node says hi"
     assert ("usage" in result["final"] and result["final"]["usage"] is not None) is usage
-    result = _node(proxy, "chat", "[tool:lookup]", CHAT_TOOLS, usage=usage)
+    result = run_node(proxy, "chat", "[tool:lookup]", CHAT_TOOLS, usage=usage)
     (call,) = result["final"]["choices"][0]["message"]["tool_calls"]
     assert call["function"]["name"] == "lookup"
     assert json.loads(call["function"]["arguments"]) == {"q": 0}
@@ -286,7 +247,7 @@ def test_node_chat_final_completion(proxy: str, usage: bool) -> None:
 
 def test_node_upstream_failure(proxy: str) -> None:
     """A failing backend rejects the node stream with the upstream's status and message."""
-    result = _node(proxy, "responses", "[error:429]")
+    result = run_node(proxy, "responses", "[error:429]")
     assert not result["ok"]
     assert result["status"] == 429
     assert "simulated HTTP 429" in result["error"]
@@ -321,50 +282,6 @@ class Recorder:
         await self.app(scope, recording_receive, send)
 
 
-def _codex(
-    tmp: pathlib.Path,
-    url: str,
-    prompt: str,
-    *,
-    idle_ms: int = 5000,
-    model: str = "aiostream-synth-echo",
-    resume: bool = False,
-    ephemeral: bool = True,
-    retries: int = 0,
-    config: str = "",
-) -> tuple[int, list[dict[str, Any]], str]:
-    """``codex exec`` (or ``codex exec resume --last``) against ``url``, offline; returns its
-    exit code, its JSONL events and its stderr. ``retries`` is Codex's stream and request retry
-    budget; ``config`` extra top-level ``config.toml`` lines."""
-    _require(CODEX.exists(), "run `npm ci` in tests/clients (the Codex CLI)")
-    home = tmp / "codex-home"
-    work = tmp / "work"
-    home.mkdir(exist_ok=True)
-    work.mkdir(exist_ok=True)
-    (home / "config.toml").write_text(
-        f'model = "{model}"\nmodel_provider = "synth"\napproval_policy = "never"\n'
-        f'sandbox_mode = "danger-full-access"\n{config}\n[model_providers.synth]\nname = "aiostream-synth"\n'
-        f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SYNTH_API_KEY"\n'
-        f"stream_idle_timeout_ms = {idle_ms}\nstream_max_retries = {retries}\n"
-        f"request_max_retries = {retries}\n"
-    )
-    env = {**os.environ, "CODEX_HOME": str(home), "SYNTH_API_KEY": "unused", "HOME": str(tmp)}
-    command = [str(CODEX), "exec", *(["resume", "--last"] if resume else [])]
-    options = ["--skip-git-repo-check", *(["--ephemeral"] if ephemeral else []), "--json"]
-    done = subprocess.run(
-        [*command, *options, prompt],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, events, done.stderr
-
-
 @pytest.fixture
 def codex_proxy() -> Iterator[tuple[str, Recorder, list[float]]]:
     settings: list[float] = [0.3]
@@ -373,27 +290,19 @@ def codex_proxy() -> Iterator[tuple[str, Recorder, list[float]]]:
         yield url, recorder, settings
 
 
-def _messages(events: list[dict[str, Any]]) -> list[str]:
-    return [
-        e["item"]["text"]
-        for e in events
-        if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
-    ]
-
-
 def test_codex_plain_text_turn(tmp_path: pathlib.Path, codex_proxy: Any) -> None:
     """(1) A plain text turn completes with the echoed answer."""
     url, _, _ = codex_proxy
-    code, events, stderr = _codex(tmp_path, url, "say hello to the proxy")
+    code, events, stderr = run_codex(tmp_path, url, "say hello to the proxy")
     assert code == 0, stderr
-    assert _messages(events) == ["say hello to the proxy"]
+    assert codex_messages(events) == ["say hello to the proxy"]
     assert events[-1]["type"] == "turn.completed"
 
 
 def test_codex_turn_with_reasoning(tmp_path: pathlib.Path, codex_proxy: Any) -> None:
     """(2) A reasoning item reaches Codex."""
     url, _, _ = codex_proxy
-    code, events, stderr = _codex(tmp_path, url, "think about it [reasoning]")
+    code, events, stderr = run_codex(tmp_path, url, "think about it [reasoning]")
     assert code == 0, stderr
     kinds = [e["item"]["type"] for e in events if e.get("type") == "item.completed"]
     assert "reasoning" in kinds
@@ -405,11 +314,11 @@ def test_codex_executes_a_shell_tool_call_and_replays_it(
 ) -> None:
     """(3) Codex runs the shell call it was given and replays its output."""
     url, recorder, _ = codex_proxy
-    code, events, stderr = _codex(
+    code, events, stderr = run_codex(
         tmp_path, url, 'run it [tool:exec_command {"cmd": "echo ACCEPTANCE_SHELL_OK"}]'
     )
     assert code == 0, stderr
-    assert any("ACCEPTANCE_SHELL_OK" in text for text in _messages(events))
+    assert any("ACCEPTANCE_SHELL_OK" in text for text in codex_messages(events))
     replay = recorder.bodies[-1]["input"]
     assert [i["type"] for i in replay[-2:]] == ["function_call", "function_call_output"]
     assert "ACCEPTANCE_SHELL_OK" in replay[-1]["output"]
@@ -418,7 +327,9 @@ def test_codex_executes_a_shell_tool_call_and_replays_it(
 def test_codex_routes_a_namespaced_tool_call(tmp_path: pathlib.Path, codex_proxy: Any) -> None:
     """(4) A call to the multi_agent_v1 namespace tool is routed by Codex and replayed with its namespace."""
     url, recorder, _ = codex_proxy
-    code, events, stderr = _codex(tmp_path, url, 'close it [tool:close_agent {"target": "local"}]')
+    code, events, stderr = run_codex(
+        tmp_path, url, 'close it [tool:close_agent {"target": "local"}]'
+    )
     assert code == 0, stderr
     assert any(
         t.get("type") == "namespace" and t.get("name") == "multi_agent_v1"
@@ -430,7 +341,7 @@ def test_codex_routes_a_namespaced_tool_call(tmp_path: pathlib.Path, codex_proxy
         "multi_agent_v1",
         "close_agent",
     )
-    assert _messages(events)[-1].startswith("The tool returned: invalid agent id")
+    assert codex_messages(events)[-1].startswith("The tool returned: invalid agent id")
 
 
 @pytest.mark.parametrize("keepalive", ["events", "comment"])
@@ -441,10 +352,10 @@ def test_codex_slow_turn_survives_only_thanks_to_keepalive_events(
     events disabled (SSE comments only, what a generic SSE proxy sends) Codex's idle timer fires."""
     config = ProxyConfig(keepalive_s=0.3, responses_keepalive=keepalive)  # type: ignore[arg-type]
     with serve(ProxyApp(config), "uvicorn") as url:
-        code, events, stderr = _codex(tmp_path, url, "slow one [delay:3]", idle_ms=1500)
+        code, events, stderr = run_codex(tmp_path, url, "slow one [delay:3]", idle_ms=1500)
     if keepalive == "events":
         assert code == 0, stderr
-        assert _messages(events) == ["slow one"]
+        assert codex_messages(events) == ["slow one"]
     else:
         assert code != 0
         assert "idle timeout" in (json.dumps(events) + stderr).lower()
@@ -457,7 +368,7 @@ def test_codex_upstream_failure_fails_the_turn_with_its_message(
     """(6) An upstream failure fails the turn with the upstream's message, before commit (an
     HTTP error) and after it (error + response.failed)."""
     url, _, _ = codex_proxy
-    code, events, stderr = _codex(tmp_path, url, prompt)
+    code, events, stderr = run_codex(tmp_path, url, prompt)
     assert code != 0
     failed = [e for e in events if e.get("type") == "turn.failed"]
     assert failed, (events, stderr)

@@ -31,7 +31,7 @@ import pytest
 
 from aiostream_synth._proxy import cli
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-from tests.servers import serve
+from tests.support.servers import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-from tests.servers import serve
+from tests.support.servers import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What the transport adds to any answer, outside the page's scope (its first paragraph).

@@ -19,7 +19,7 @@ from aiostream_synth import (
 )
 from aiostream_synth._dialects.chat.synthesis import chat_frames
 
-from .sse_parser import comments, parse
+from .support.sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
 

@@ -23,10 +23,10 @@ from aiostream_synth import (
 )
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 
-from . import sdk_features
-from .sse_parser import parse
-from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
-from .test_sdk_models import _result, _validate_anthropic, _validate_responses
+from .support import sdk_features
+from .support.anthropic_mock import MOCK_FRAMES, MOCK_SDK, REQUEST
+from .support.sdk_validation import sdk_result, validate_anthropic, validate_responses
+from .support.sse_parser import parse
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 RESPONSES: dict[str, Any] = {"model": "m", "input": "hi"}
@@ -480,9 +480,9 @@ def test_a_trailing_thinking_only_turn_is_reported() -> None:
     ],
 )
 def test_an_item_whose_status_lacks_in_progress_is_added_with_its_own(item: dict[str, Any]) -> None:
-    result = _result([item], "completed", {}, None)
+    result = sdk_result([item], "completed", {}, None)
     frames = "".join(synthesize_responses_sse(result, fidelity="full"))
-    _validate_responses(frames)
+    validate_responses(frames)
     added = next(e.json() for e in parse(frames) if e.event == "response.output_item.added")
     assert added["item"]["status"] == "completed"
 
@@ -503,9 +503,9 @@ def test_every_message_field_reaches_the_accumulated_message() -> None:
         "context_management": {"applied_edits": []},
     }
     frames = "".join(synthesize_anthropic_sse(message))
-    _validate_anthropic(frames)
-    _FRAMES.append(frames.encode())
-    with _MOCK_SDK.beta.messages.stream(**REQUEST) as stream:
+    validate_anthropic(frames)
+    MOCK_FRAMES.append(frames.encode())
+    with MOCK_SDK.beta.messages.stream(**REQUEST) as stream:
         final = stream.get_final_message()
     rebuilt = final.model_dump(mode="json")
     assert rebuilt["diagnostics"] == message["diagnostics"]

@@ -43,10 +43,15 @@ from aiostream_synth import (
 )
 from aiostream_synth._params.removals import format_path
 
-from .sdk_strategies import Typed, typed_paths, value_of
-from .sse_parser import parse
-from .test_anthropic import _FRAMES, _MOCK_SDK, REQUEST
-from .test_sdk_models import _result, _validate_anthropic, _validate_chat, _validate_responses
+from .support.anthropic_mock import MOCK_FRAMES, MOCK_SDK, REQUEST
+from .support.sdk_strategies import Typed, typed_paths, value_of
+from .support.sdk_validation import (
+    sdk_result,
+    validate_anthropic,
+    validate_chat,
+    validate_responses,
+)
+from .support.sse_parser import parse
 
 #: CI's budget: 60 examples per property, the same ones every run. A longer, random search:
 #: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest --timeout 0 tests/test_fidelity_properties.py``.
@@ -221,9 +226,9 @@ def test_every_output_item_kind_streams_valid_full_fidelity_events(item_model: A
     @given(value_of(item_model))
     def check(item: dict[str, Any]) -> None:
         item_model.model_validate(item)  # the strategy draws what the SDK accepts
-        result = _result([item], "completed", {}, None)
+        result = sdk_result([item], "completed", {}, None)
         frames = "".join(synthesize_responses_sse(result, fidelity="full", delta_chars=3))
-        assert _validate_responses(frames)[-1] == "response.completed"
+        assert validate_responses(frames)[-1] == "response.completed"
 
     check()
 
@@ -256,9 +261,9 @@ def test_any_sdk_message_streams_valid_events_the_sdk_rebuilds(message: dict[str
     the SDK's own stream helper rebuilds every field the message has (issue 38 #11)."""
     BetaMessage.model_validate(message)
     frames = "".join(synthesize_anthropic_sse(message, unknown_blocks="passthrough"))
-    _validate_anthropic(frames)
-    _FRAMES.append(frames.encode())
-    with _MOCK_SDK.beta.messages.stream(**REQUEST) as stream:
+    validate_anthropic(frames)
+    MOCK_FRAMES.append(frames.encode())
+    with MOCK_SDK.beta.messages.stream(**REQUEST) as stream:
         final = stream.get_final_message().model_dump(mode="json")
     expected = BetaMessage.model_validate(message).model_dump(mode="json")
     for key in ("diagnostics", "context_management", "container", "stop_details"):
@@ -282,7 +287,7 @@ def test_any_sdk_completion_streams_valid_chunks_the_sdk_rebuilds(
     SDK's stream state rebuilds each choice's content, refusal, finish reason and calls."""
     ChatCompletion.model_validate(completion)
     frames = "".join(synthesize_chat_completion_sse(completion, include_usage=include_usage))
-    _validate_chat(frames)
+    validate_chat(frames)
     if not completion["choices"] and not (include_usage and completion.get("usage")):
         assert frames == "data: [DONE]\n\n"  # B-C30: the SDK's state has nothing to build
         return

@@ -9,7 +9,6 @@ itself: whatever the request, an item or key is either forwarded or recorded as 
 from __future__ import annotations
 
 import json
-import pathlib
 from typing import Any
 
 import orjson
@@ -23,13 +22,9 @@ from aiostream_synth.params import (
     validate_streaming_responses_params,
 )
 
-FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+from .support.request_fixtures import fixture
+
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-def _fixture(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"codex-0.171.0-request-{name}.json").read_text())
-    return data["body"]  # type: ignore[no-any-return]
 
 
 def _prepare(body: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +85,7 @@ def test_assistant_replays_without_status_are_forwarded(replay: dict[str, Any]) 
 def test_codex_reasoning_replays_reach_the_backend() -> None:
     """(3) The real three-turn Codex session: every item but the two hoisted developer messages
     reaches the backend, the reasoning item included (its null content removed, N2)."""
-    body = _fixture("multi-turn-replay")
+    body = fixture("multi-turn-replay")
     params = prepare_request("responses", body).params
     sent = body["input"][2:]  # the two leading developer messages become instructions
     assert [i["type"] for i in params["input"]] == [i["type"] for i in sent]

@@ -23,8 +23,8 @@ from aiostream_synth._proxy.lean_http import Limits, _Connection, _Server
 from aiostream_synth._proxy.uvicorn_http import http_protocol
 from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
-from .fake_transport import FakeTransport
-from .servers import read_body
+from .support.fake_transport import FakeTransport
+from .support.servers import read_body
 
 Message = dict[str, Any]
 App = Callable[[Any, Any, Any], Coroutine[Any, Any, None]]

@@ -23,8 +23,8 @@ from aiostream_synth._proxy import lean_http
 from aiostream_synth._proxy.lean_http import _Connection, _Server
 from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
-from .fake_transport import FakeTransport
-from .servers import read_body
+from .support.fake_transport import FakeTransport
+from .support.servers import read_body
 
 LOOPS = ["asyncio", "uvloop"]
 #: How early the kernel's arrival time can be: one scheduler tick (HZ is 100 at the least).

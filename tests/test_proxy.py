@@ -26,12 +26,13 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.upstream import SHARD_SIZE, UpstreamBackend
 from aiostream_synth._wire.json import dumps_exact
 
-from . import sdk_features
-from .asgi_client import Lifespan, OneRequest
-from .fake_upstream import FakeUpstream
-from .servers import serve
-from .sse_parser import comments, parse
-from .test_forwarding import _fixture
+from .support import sdk_features
+from .support.asgi_client import Lifespan, OneRequest
+from .support.fake_upstream import FakeUpstream
+from .support.proxy_cases import CHAT_TOOLS
+from .support.request_fixtures import fixture
+from .support.servers import serve
+from .support.sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
 
@@ -81,19 +82,6 @@ NS_TOOLS = [
         ],
     },
     {"type": "custom", "name": "exec"},
-]
-CHAT_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "parameters": {
-                "type": "object",
-                "properties": {"q": {"type": "integer"}},
-                "required": ["q"],
-            },
-        },
-    }
 ]
 
 
@@ -650,7 +638,7 @@ async def test_a_codex_replay_reaches_the_upstream_as_prepared() -> None:
     """P10 through the upstream call's own serialization: the real Codex multi-turn replay
     (reasoning with ``content: null``, replays without ``id``/``status``, Codex's tools) plus
     non-ASCII text arrives at the upstream as the prepared params, as JSON."""
-    body = _fixture("multi-turn-replay")
+    body = fixture("multi-turn-replay")
     body["input"].append({"role": "user", "content": "ünïcødé ✓ 日本語"})
     body["stream"] = True
     expected = prepare_request("responses", copy.deepcopy(body)).params

@@ -24,7 +24,7 @@ from aiostream_synth.params import (
     wants_stream,
 )
 
-from . import sdk_features
+from .support import sdk_features
 
 # Real Codex CLI 0.171.0 captures (personal paths replaced), copied from shared/fixtures.
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"

@@ -22,8 +22,8 @@ from aiostream_synth.sse import (
     synthesize_responses_keepalive_sse,
 )
 
-from . import sdk_features
-from .sse_parser import parse
+from .support import sdk_features
+from .support.sse_parser import parse
 
 MSG = {
     "type": "message",

@@ -19,14 +19,10 @@ Two deliberate divergences, each validated but for the one field concerned:
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 import anyio
 import pytest
-from openai.types.chat import ChatCompletionChunk
-from openai.types.responses import ResponseStreamEvent
-from openai.types.responses.response_error import ResponseError
-from pydantic import TypeAdapter
 
 from aiostream_synth import (
     AnthropicDialect,
@@ -44,56 +40,15 @@ from aiostream_synth.sse import (
     synthesize_responses_keepalive_sse,
 )
 
-from .sse_parser import parse
+from .support.sdk_validation import (
+    sdk_result,
+    validate_anthropic,
+    validate_chat,
+    validate_responses,
+)
+from .support.sse_parser import parse
 
-EVENT = TypeAdapter(ResponseStreamEvent)
-#: Each event type's own model, for readable errors (the SDK's union is not discriminated).
-EVENT_MODELS: dict[str, Any] = {
-    get_args(model.model_fields["type"].annotation)[0]: model
-    for model in get_args(get_args(ResponseStreamEvent)[0])
-}
-SDK_ERROR_CODES = frozenset(get_args(ResponseError.model_fields["code"].annotation))
 FIDELITIES: list[Fidelity] = ["minimal", "full"]
-
-
-def _validate_responses(frames: str | bytes) -> list[str]:
-    """Validate every event of a Responses stream; return their types."""
-    types = []
-    for event in parse(frames):
-        payload = event.json()
-        assert event.event == payload["type"]
-        response = payload.get("response")
-        if isinstance(response, dict) and response.get("error"):
-            code = response["error"]["code"]
-            if code not in SDK_ERROR_CODES:  # the P6 codes Codex reads (see the docstring)
-                payload = {
-                    **payload,
-                    "response": {
-                        **response,
-                        "error": {**response["error"], "code": "server_error"},
-                    },
-                }
-        EVENT_MODELS[payload["type"]].model_validate(payload, strict=True)
-        EVENT.validate_python(payload, strict=True)
-        types.append(payload["type"])
-    return types
-
-
-def _validate_chat(frames: str | bytes) -> int:
-    """Validate every chunk of a chat stream (the last frame is [DONE]); return their count."""
-    events = parse(frames)
-    assert events[-1].data == "[DONE]"
-    for event in events[:-1]:
-        chunk = event.json()
-        for choice in chunk["choices"]:
-            calls = choice["delta"].get("tool_calls") or []
-            for call in calls:
-                if call.get("type") == "custom":  # D9: see the module docstring
-                    assert set(call) == {"index", "id", "type", "custom"}
-                    assert set(call["custom"]) == {"name", "input"}
-            choice["delta"]["tool_calls"] = [c for c in calls if c.get("type") != "custom"] or None
-        ChatCompletionChunk.model_validate(chunk, strict=True)
-    return len(events) - 1
 
 
 # -- chat ---------------------------------------------------------------------------------------
@@ -161,7 +116,7 @@ def test_every_chat_chunk_validates(case: str, usage: Any) -> None:
             completion, include_usage=True, emit_reasoning_alias=True, include_logprobs=True
         )
     )
-    assert _validate_chat(frames) >= 2
+    assert validate_chat(frames) >= 2
 
 
 def test_chat_chunks_of_a_bare_completion_and_several_choices_validate() -> None:
@@ -172,7 +127,7 @@ def test_chat_chunks_of_a_bare_completion_and_several_choices_validate() -> None
             {"message": {"content": "b"}, "finish_reason": "stop"},
         ]
     }
-    assert _validate_chat("".join(synthesize_chat_completion_sse(bare))) == 6
+    assert validate_chat("".join(synthesize_chat_completion_sse(bare))) == 6
 
 
 # -- Responses ------------------------------------------------------------------------------------
@@ -264,26 +219,6 @@ STATUSES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _result(
-    items: list[dict[str, Any]], status: str, extra: dict[str, Any], usage: Any
-) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "id": "resp_1",
-        "object": "response",
-        "created_at": 1,
-        "model": "m",
-        "status": status,
-        "output": items,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        **extra,
-    }
-    if usage is not None:
-        result["usage"] = usage
-    return result
-
-
 @pytest.mark.parametrize("fidelity", FIDELITIES)
 @pytest.mark.parametrize("item", list(ITEMS))
 @pytest.mark.parametrize(("status", "extra"), STATUSES)
@@ -297,11 +232,11 @@ def test_every_responses_event_validates(
         "total_tokens": 5,
         "input_tokens_details": {"cached_tokens": None},
     }
-    result = _result([ITEMS[item]], status, extra, usage)
+    result = sdk_result([ITEMS[item]], status, extra, usage)
     frames = "".join(
         synthesize_responses_sse(result, {"ns__g": ("ns", "g")}, fidelity=fidelity, delta_chars=2)
     )
-    types = _validate_responses(frames)
+    types = validate_responses(frames)
     assert types[0] == "response.created"
 
 
@@ -313,7 +248,7 @@ def test_a_bare_result_streams_valid_events(fidelity: Fidelity) -> None:
             {"output": [ITEMS["message without status and annotations"]]}, fidelity=fidelity
         )
     )
-    assert _validate_responses(frames)[-1] == "response.completed"
+    assert validate_responses(frames)[-1] == "response.completed"
 
 
 @pytest.mark.parametrize(
@@ -325,7 +260,7 @@ def test_keepalive_events_validate(base: Any) -> None:
     frames += "".join(
         synthesize_responses_keepalive_sse("resp_k", False, base=base, sequence_start=2)
     )
-    assert _validate_responses(frames) == [
+    assert validate_responses(frames) == [
         "response.created",
         "response.in_progress",
         "response.in_progress",
@@ -354,7 +289,7 @@ def test_failure_events_validate(
             "boom", code, "resp_f", include_created, fidelity=fidelity, base={"model": "m"}
         )
     )
-    assert _validate_responses(frames)[-1] == "response.failed"
+    assert validate_responses(frames)[-1] == "response.failed"
 
 
 @pytest.mark.parametrize("fidelity", FIDELITIES)
@@ -364,13 +299,13 @@ def test_a_continuation_after_keepalives_validates(fidelity: Fidelity) -> None:
     frames += "".join(
         synthesize_responses_keepalive_sse("resp_k", False, base={"model": "m"}, sequence_start=2)
     )
-    result = _result(list(ITEMS.values()), "completed", {}, None)
+    result = sdk_result(list(ITEMS.values()), "completed", {}, None)
     frames += "".join(
         synthesize_responses_sse(
             result, include_created=False, fidelity=fidelity, response_id="resp_k", sequence_start=3
         )
     )
-    types = _validate_responses(frames)
+    types = validate_responses(frames)
     assert types[-1] == "response.completed"
     numbers = [e.json()["sequence_number"] for e in parse(frames)]
     assert numbers == list(range(len(numbers)))
@@ -400,11 +335,11 @@ async def _engine_frames(dialect: StreamDialect, result: Any, ticks: int) -> byt
 async def test_engine_streams_validate(fidelity: Fidelity, ticks: int) -> None:
     """The engine's own streams: before and after keepalives, a result and a failure."""
     base = {"model": "m", "tool_choice": "auto"}
-    result = _result(list(ITEMS.values()), "completed", {}, {"input_tokens": 1})
+    result = sdk_result(list(ITEMS.values()), "completed", {}, {"input_tokens": 1})
     frames = await _engine_frames(
         ResponsesDialect(fidelity=fidelity, base=base, ns_map={"ns__g": ("ns", "g")}), result, ticks
     )
-    types = _validate_responses(frames)
+    types = validate_responses(frames)
     assert types[-1] == "response.completed"
     if ticks:  # a continuation: keepalive events came first
         assert types[:2] == ["response.created", "response.in_progress"]
@@ -413,7 +348,7 @@ async def test_engine_streams_validate(fidelity: Fidelity, ticks: int) -> None:
         failed = await _engine_frames(
             ResponsesDialect(fidelity=fidelity, base=base), RuntimeError("x"), ticks
         )
-        assert _validate_responses(failed)[-1] == "response.failed"
+        assert validate_responses(failed)[-1] == "response.failed"
     chat = {
         "id": "c",
         "created": 1,
@@ -423,7 +358,7 @@ async def test_engine_streams_validate(fidelity: Fidelity, ticks: int) -> None:
     }
     frames = await _engine_frames(ChatDialect(include_usage=True), chat, ticks)
     data_only = b"".join(f"data: {e.data}\n\n".encode() for e in parse(frames))
-    assert _validate_chat(data_only) >= 3
+    assert validate_chat(data_only) >= 3
 
 
 # -- Anthropic Messages -------------------------------------------------------------------------
@@ -461,27 +396,6 @@ ANTHROPIC_BLOCKS: dict[str, dict[str, Any]] = {
 }
 
 
-def _validate_anthropic(frames: str | bytes) -> list[str]:
-    """Validate every Messages event (the SDK's beta event models; ping and error have their
-    own types, which the SDK handles before its event union); return their types."""
-    from anthropic.types import ErrorResponse
-    from anthropic.types.beta import BetaRawMessageStreamEvent
-
-    adapter: TypeAdapter[Any] = TypeAdapter(BetaRawMessageStreamEvent)
-    types = []
-    for event in parse(frames):
-        payload = event.json()
-        assert event.event == payload["type"]
-        if payload["type"] == "ping":
-            assert payload == {"type": "ping"}
-        elif payload["type"] == "error":
-            ErrorResponse.model_validate({**payload, "request_id": None}, strict=True)
-        else:
-            adapter.validate_python(payload, strict=True)
-        types.append(payload["type"])
-    return types
-
-
 def _anthropic_message(
     block: dict[str, Any], stop_reason: str, usage: dict[str, Any]
 ) -> dict[str, Any]:
@@ -513,7 +427,7 @@ def test_every_anthropic_event_validates(
     frames = "".join(
         synthesize_anthropic_sse(_anthropic_message(ANTHROPIC_BLOCKS[block], stop_reason, usage))
     )
-    assert _validate_anthropic(frames)[-1] == "message_stop"
+    assert validate_anthropic(frames)[-1] == "message_stop"
 
 
 @pytest.mark.anyio
@@ -524,10 +438,10 @@ async def test_anthropic_engine_streams_validate(ticks: int) -> None:
         ANTHROPIC_BLOCKS["tool use"], "tool_use", {"input_tokens": 5, "output_tokens": 1}
     )
     dialect = AnthropicDialect(model="m", event_keepalive_s=0.01)
-    types = _validate_anthropic(await _engine_frames(dialect, message, ticks))
+    types = validate_anthropic(await _engine_frames(dialect, message, ticks))
     assert types[-1] == "message_stop"
     if ticks:
         assert types[:2] == ["message_start", "ping"]
         assert "message_delta" in types[2:-2]  # the event keepalive
-        failed = _validate_anthropic(await _engine_frames(dialect, RuntimeError("x"), ticks))
+        failed = validate_anthropic(await _engine_frames(dialect, RuntimeError("x"), ticks))
         assert failed[-1] == "error"

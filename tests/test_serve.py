@@ -10,61 +10,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any, Literal
 
 import httpx
 import pytest
 
-from .servers import free_port
-from .sse_parser import parse
-
-
-def _wait_until_healthy(process: subprocess.Popen[bytes], url: str) -> None:
-    """Poll ``/healthz`` until the server answers or its process ends (a separate process has
-    nothing to wait on but its port). No deadline of its own: on a loaded machine a start
-    takes what it takes, and the test's timeout ends a server that never comes up (#36)."""
-    while True:
-        with suppress(httpx.TransportError):
-            if httpx.get(f"{url}/healthz", timeout=None).status_code == 200:
-                return
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
-            )
-        time.sleep(0.05)
-
-
-@contextmanager
-def serve(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "aiostream_synth",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            *options,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_healthy(process, url)
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
-
+from .support.cli_server import serve_cli as serve
+from .support.cli_server import wait_until_healthy
+from .support.servers import free_port
+from .support.sse_parser import parse
 
 SERVERS = {
     "lean": (),  # the default
@@ -266,8 +221,8 @@ def test_serve_in_front_of_a_real_non_streaming_upstream(loop: str) -> None:
     """``serve --upstream`` over loopback, on either loop: both dialects stream from a
     non-streaming upstream; upstream errors keep their status before commit and become
     terminal events after it."""
-    from .fake_upstream import FakeUpstream
-    from .servers import serve as serve_app
+    from .support.fake_upstream import FakeUpstream
+    from .support.servers import serve as serve_app
 
     fake = FakeUpstream()
     with (
@@ -478,7 +433,7 @@ def test_serve_writes_one_line_per_request_with_its_client_and_path() -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_healthy(process, url)
+        wait_until_healthy(process, url)
         body = {"model": "m", "input": "hi", "stream": True}
         with httpx.Client() as client:
             answer = client.post(
@@ -509,7 +464,7 @@ def test_trio_logs_in_our_format_says_which_server_and_its_shutdown() -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        _wait_until_healthy(process, f"http://127.0.0.1:{port}")
+        wait_until_healthy(process, f"http://127.0.0.1:{port}")
         process.send_signal(signal.SIGTERM)
         assert process.wait() == 0
     finally:
@@ -566,7 +521,7 @@ def test_a_second_signal_ends_every_open_stream_with_its_answer_and_exits_1(serv
         assert "upstream the embedded model" in started
         assert "keepalive every 3 s" in started
         assert "body limit 33554432 bytes" in started
-        _wait_until_healthy(process, url)
+        wait_until_healthy(process, url)
         body = {"model": "m", "input": "wait [delay:600]", "stream": True}
         with (
             httpx.Client(timeout=60) as client,

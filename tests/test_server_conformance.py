@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .servers import read_body, serve
+from .support.servers import read_body, serve
 
 SERVERS = ["lean", "uvicorn-ours"]
 #: Response headers that say how an answer is framed (the rest differ by server: date, server).

@@ -20,7 +20,7 @@ from aiostream_synth import (
     SynthesizingApp,
 )
 
-from .servers import serve
+from .support.servers import serve
 
 SERVERS = ["uvicorn", "hypercorn-trio"]
 

@@ -7,7 +7,7 @@ import pytest
 from aiostream_synth.errors import InvalidSSEFieldError
 from aiostream_synth.sse import DONE_FRAME, comment_frame, data_frame, event_frame
 
-from .sse_parser import comments, parse
+from .support.sse_parser import comments, parse
 
 
 def test_data_frame_is_one_compact_utf8_data_line() -> None:

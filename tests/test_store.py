@@ -17,7 +17,7 @@ from aiostream_synth._store.base import ResponseStore
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 
-from .redis_server import redis_server
+from .support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ from typing import Any, cast
 import openai
 import pytest
 
-from .fake_upstream import FakeUpstream
-from .servers import serve as serve_app
-from .test_clients import _codex, _messages, _node
-from .test_serve import serve as serve_cli
+from .support.cli_server import serve_cli
+from .support.fake_upstream import FakeUpstream
+from .support.node_clients import codex_messages, run_codex, run_node
+from .support.servers import serve as serve_app
 
 LOOKUP = {
     "type": "function",
@@ -68,7 +68,7 @@ def test_node_tools_without_strict_reach_the_upstream(upstream: tuple[str, FakeU
     """openai-node's responses.stream().finalResponse() with the same tool."""
     url, fake = upstream
     since = len(fake.requests)
-    result = _node(f"{url}/v1", "responses", "Weather in Paris?", [LOOKUP])
+    result = run_node(f"{url}/v1", "responses", "Weather in Paris?", [LOOKUP])
     assert result["ok"], result
     (sent,) = _received(fake, since)
     assert sent["tools"] == [LOOKUP]
@@ -121,16 +121,16 @@ def test_codex_second_turn_replays_the_first_turns_reasoning_and_answer(
     answer, between the first prompt and the second."""
     url, fake = upstream
     since = len(fake.requests)
-    code, events, stderr = _codex(
+    code, events, stderr = run_codex(
         tmp_path, url, "First question", model="text-reasoning", ephemeral=False
     )
     assert code == 0, stderr
-    assert _messages(events) == ["upstream answer"]
-    code, events, stderr = _codex(
+    assert codex_messages(events) == ["upstream answer"]
+    code, events, stderr = run_codex(
         tmp_path, url, "Second question", model="text-reasoning", resume=True, ephemeral=False
     )
     assert code == 0, stderr
-    assert _messages(events) == ["upstream answer"]
+    assert codex_messages(events) == ["upstream answer"]
     first, second = _received(fake, since)
     tail = [i for i in second["input"] if i.get("role") != "developer"][-4:]
     assert [(i.get("type"), i.get("role")) for i in tail] == [

@@ -19,7 +19,7 @@ from uvicorn.server import ServerState
 from aiostream_synth._proxy.uvicorn_http import http_protocol
 from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
-from .fake_transport import FakeTcpSocket, FakeTransport, SocketTransport
+from .support.fake_transport import FakeTcpSocket, FakeTransport, SocketTransport
 
 REQUEST = b"POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
 

@@ -1,0 +1,58 @@
+"""``aiostream-synth serve`` as a real process on a free port, up once ``/healthz`` answers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import httpx
+
+from .servers import free_port
+
+
+def wait_until_healthy(process: subprocess.Popen[bytes], url: str) -> None:
+    """Poll ``/healthz`` until the server answers or its process ends (a separate process has
+    nothing to wait on but its port). No deadline of its own: on a loaded machine a start
+    takes what it takes, and the test's timeout ends a server that never comes up (#36)."""
+    while True:
+        with suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz", timeout=None).status_code == 200:
+                return
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server did not start: {process.stderr.read() if process.stderr else ''!r}"
+            )
+        time.sleep(0.05)
+
+
+@contextmanager
+def serve_cli(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aiostream_synth",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            *options,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(process, url)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
