@@ -32,7 +32,7 @@ from aiostream_synth import prepare_request
 from aiostream_synth._dialects.anthropic.synthesis import anthropic_frames
 from aiostream_synth._dialects.chat.synthesis import chat_frames
 from aiostream_synth._dialects.prepared import Dialect
-from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools
+from aiostream_synth._dialects.responses.namespaces import flatten_namespace_tools, namespace_map
 from aiostream_synth._dialects.responses.synthesis import responses_frames
 from aiostream_synth.bridges import chat_to_responses_result, responses_to_chat_request
 from aiostream_synth.params import (
@@ -205,7 +205,7 @@ def _bridge(budget: float) -> list[dict[str, Any]]:
     body = codex_replay_request()
     raw = orjson.dumps(body)
     prepared = prepare_request("responses", raw)
-    params, ns_map = prepared.params, prepared.ns_map
+    params, ns_map = prepared.params, namespace_map(prepared)
 
     def convert() -> Any:
         return responses_to_chat_request(params, ns_map=ns_map, client_body=body)

@@ -38,7 +38,7 @@ DIALECT_WORDS = re.compile(
 
 
 #: The public modules below the package (each lazy, each documented on the site).
-PUBLIC_MODULES = ("asgi", "bridges", "engine", "errors", "params", "sse", "starlette")
+PUBLIC_MODULES = ("asgi", "bridges", "dialects", "engine", "errors", "params", "sse", "starlette")
 #: How many names the package itself may export: what most programs need, no more (#34).
 TOP_LEVEL_AT_MOST = 21
 
@@ -207,6 +207,47 @@ def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
                 continue
             found = DIALECT_WORDS.search(_code(path))
             assert found is None, f"{path.relative_to(PACKAGE)} names a dialect: {found.group(0)!r}"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_dialect_layer_imports_without_a_circle() -> None:
+    """Within ``_dialects/``, no module imports one that imports it back, type-only imports
+    included: each module can be read (and loaded) after the ones it names."""
+    modules = {_module_name(path): path for path in _modules("_dialects")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {
+            target
+            for imported in _imports(path)
+            for target in (imported, imported.rpartition(".")[0])
+            if target in modules and target != name and not name.startswith(target + ".")
+        }
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join((*path[path.index(name) :], name))
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            visit(target, (*path, name))
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, ())
+
+
+def test_the_shared_dialect_modules_import_no_dialect() -> None:
+    """The interface and the prepared request every dialect shares name none of them (a
+    dialect's own state rides in ``PreparedRequest.state``)."""
+    for name in ("base.py", "prepared.py", "requests.py", "names.py", "legacy_settings.py"):
+        for imported in _imports(PACKAGE / "_dialects" / name):
+            assert not re.match(
+                r"aiostream_synth\._dialects\.(chat|responses|anthropic)\b", imported
+            ), f"_dialects/{name} imports {imported}"
 
 
 def test_package_is_typed() -> None:

@@ -934,7 +934,7 @@ def test_pure_functions_work_on_a_raw_client_body() -> None:
 
 # -- the reverse direction (check 24) -----------------------------------------------------------
 def chat_bridged(body: dict[str, Any], upstream: str) -> PreparedRequest:
-    prepared = prepare_request("chat", {"model": "m", "stream": True, **body}, upstream=upstream)  # type: ignore[arg-type]
+    prepared = prepare_request("chat", {"model": "m", "stream": True, **body}, upstream=upstream)
     assert prepared.bridged is not None
     return prepared
 

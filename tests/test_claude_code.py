@@ -202,7 +202,9 @@ def test_a_transient_failure_after_commit_is_served_to_the_fallback(
     assert len(backend.calls) == 1
 
 
-@pytest.mark.proxy_options(keepalive_s=0.2, anthropic_event_keepalive_s=0.5)
+@pytest.mark.proxy_options(
+    keepalive_s=0.2, dialect_options={"anthropic": {"event_keepalive_s": 0.5}}
+)
 def test_event_keepalives_leave_every_result_unchanged(tmp_path: pathlib.Path, proxy: Any) -> None:
     """§3.3.2 at test scale: intermediate message_delta events during a 2 s wait; Claude Code's
     result and the SDKs' final messages are what they are without them."""

@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from aiostream_synth import prepare_request
+from aiostream_synth._dialects.responses.namespaces import namespace_map
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._serving.pipeline import BackendCall
@@ -75,14 +76,14 @@ def proxy() -> Iterator[str]:
 def _expected_output(dialect: str, body: dict[str, Any]) -> Any:
     """What the embedded backend produces for ``body``, names restored (its ids aside, which
     are random per answer: compare through :func:`_strip`)."""
-    prepared = prepare_request(dialect, {**body, "stream": True})  # type: ignore[arg-type]
-    result = _run_to_completion(EmbeddedBackend()(BackendCall(dialect, prepared.params, True)))  # type: ignore[arg-type]
+    prepared = prepare_request(dialect, {**body, "stream": True})
+    result = _run_to_completion(EmbeddedBackend()(BackendCall(dialect, prepared.params, True)))
     if dialect == "chat":
         return result["choices"][0]["message"]
     output = []
     for item in result["output"]:
-        if item.get("name") in prepared.ns_map:
-            namespace, name = prepared.ns_map[item["name"]]
+        if item.get("name") in namespace_map(prepared):
+            namespace, name = namespace_map(prepared)[item["name"]]
             item = {**item, "namespace": namespace, "name": name}
         output.append(item)
     return output, wire_responses_usage(result["usage"])
@@ -350,7 +351,7 @@ def test_codex_slow_turn_survives_only_thanks_to_keepalive_events(
 ) -> None:
     """(5) A backend slower than stream_idle_timeout_ms: passes with keepalive events; with the
     events disabled (SSE comments only, what a generic SSE proxy sends) Codex's idle timer fires."""
-    config = ProxyConfig(keepalive_s=0.3, responses_keepalive=keepalive)  # type: ignore[arg-type]
+    config = ProxyConfig(keepalive_s=0.3, dialect_options={"responses": {"keepalive": keepalive}})
     with serve(ProxyApp(config), "uvicorn") as url:
         code, events, stderr = run_codex(tmp_path, url, "slow one [delay:3]", idle_ms=1500)
     if keepalive == "events":

@@ -20,7 +20,9 @@ import io
 import re
 import shlex
 import subprocess
+import sys
 import tomllib
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ import pytest
 
 from aiostream_synth._proxy import cli
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth.dialects import registered_dialects, unregister_dialect
 from tests.support.servers import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,10 +67,17 @@ def _run(block: str, address: str) -> tuple[dict[str, Any], str]:
     """Execute ``block`` as its own module, its addresses pointed at ``address``; its globals and
     what it printed."""
     source = block.replace("127.0.0.1:8000", address).replace("127.0.0.1:8001", address)
-    namespace: dict[str, Any] = {"__name__": "readme_block"}
+    # A module of its own, as a copied file would be (dataclasses look their module up), compiled
+    # without this module's ``from __future__`` flags.
+    module = types.ModuleType("readme_block")
+    namespace: dict[str, Any] = module.__dict__
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(source, "<doc block>", "exec"), namespace)
+    sys.modules[module.__name__] = module
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, "<doc block>", "exec", dont_inherit=True), namespace)
+    finally:
+        del sys.modules[module.__name__]
     # A client the block left open is reported here (pytest's unraisable-warning check), not in
     # whichever later test the collector happens to run in.
     gc.collect()
@@ -94,6 +104,7 @@ def test_every_block_is_checked_below() -> None:
         "app = SynthesizingApp(",
         "app = Starlette(",
         "chat_to_responses_result(completion, ctx)",
+        "PLAIN = register_dialect(PlainSpec())",
     )
     blocks = _blocks()
     assert len(blocks) == len(markers)
@@ -226,6 +237,18 @@ def _command_lines(text: str) -> list[str]:
         if line:
             commands.extend(part.strip() for part in re.split(r"\s&&\s|\s&$", line) if part.strip())
     return commands
+
+
+def test_the_dialect_block_serves_its_dialect() -> None:
+    """The guide's whole dialect: registered, served with its options, keepalives first."""
+    try:
+        _, out = _run(_block("PLAIN = register_dialect(PlainSpec())"), "unused")
+    finally:
+        if "plain" in {spec.name for spec in registered_dialects()}:
+            unregister_dialect("plain")
+    events = [block.split("\n") for block in out.strip().split("\n\n")]
+    assert events[0] == ["event: wait", 'data: "working"']
+    assert events[-2:] == [["event: text", 'data: "YOU SAID HI"'], ["event: done", "data: {}"]]
 
 
 def test_every_block_has_a_known_language() -> None:

@@ -44,7 +44,7 @@ TOOL_USE = {
 
 def _prepare(dialect: str, body: dict[str, Any], upstream: str | None = None) -> PreparedRequest:
     raw = json.dumps({**body, "stream": True}).encode()
-    return prepare_request(dialect, raw, upstream=upstream)  # type: ignore[arg-type]
+    return prepare_request(dialect, raw, upstream=upstream)
 
 
 def _refusal(dialect: str, body: dict[str, Any]) -> dict[str, Any]:

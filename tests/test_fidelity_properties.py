@@ -94,7 +94,7 @@ def _body(case: str, members: list[Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _prepare(dialect: str, body: dict[str, Any]) -> Any:
-    return prepare_request(dialect, json.dumps(body).encode())  # type: ignore[arg-type]
+    return prepare_request(dialect, json.dumps(body).encode())
 
 
 def _documented_refusal(body: dict[str, Any]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 import httpx
@@ -29,7 +29,10 @@ def wait_until_healthy(process: subprocess.Popen[bytes], url: str) -> None:
 
 
 @contextmanager
-def serve_cli(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def serve_cli(
+    *options: str, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``serve`` with ``options`` (``env``: its whole environment; this one's by default)."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -45,6 +48,7 @@ def serve_cli(*options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:

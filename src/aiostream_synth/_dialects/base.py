@@ -15,7 +15,9 @@ Two halves, each a small protocol:
   preparation, the output options for a prepared request, its error shape, how a finished
   response names its outcome.
 
-Adding a dialect adds a folder implementing both and one line in the registry.
+Adding a dialect adds a folder implementing :class:`DialectSpec` and :class:`StreamDialect`, and
+one call of :func:`~aiostream_synth._dialects.registry.register_dialect`; its options (a
+dataclass on the spec) become ``serve`` options, and ``serve --dialect MODULE:ATTR`` loads it.
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from aiostream_synth._dialects.bridges.options import BridgeOptions
-    from aiostream_synth._dialects.prepared import BridgedRequest
-    from aiostream_synth._dialects.requests import PreparedRequest, SanitizeOptions
+    from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest, SanitizeOptions
 
 __all__ = [
     "Bridge",
     "DialectSettings",
     "DialectSpec",
     "DialectStream",
+    "EmbeddedReplies",
     "ErrorResponse",
     "LocalRoute",
     "Outcome",
@@ -98,21 +100,28 @@ class StreamDialect(Protocol):
 
 
 class DialectSettings(Protocol):
-    """The output options a :class:`DialectSpec` reads when it opens a stream (the serving
-    layer's ``StreamSettings`` provides them)."""
+    """What a :class:`DialectSpec` reads when it opens a stream (the serving layer's
+    ``StreamSettings`` provides it)."""
 
     @property
-    def chat_keepalive(self) -> Literal["comment", "none"]: ...
-    @property
-    def emit_reasoning_alias(self) -> bool: ...
-    @property
-    def responses_events(self) -> Literal["full", "minimal"]: ...
-    @property
-    def responses_keepalive(self) -> Literal["events", "comment"]: ...
-    @property
-    def anthropic_event_keepalive_s(self) -> float | None: ...
-    @property
-    def anthropic_unknown_blocks(self) -> Literal["drop", "passthrough"]: ...
+    def dialect_options(self) -> Mapping[str, Any]:
+        """``{dialect name: its options}`` (instances of each spec's ``options_type``); a
+        dialect missing here uses its options' defaults."""
+        ...
+
+
+class EmbeddedReplies(Protocol):
+    """How ``serve``'s embedded model (an echo of the last user message, scripted by bracketed
+    directives) reads and answers a request in a dialect."""
+
+    def prompt(self, params: dict[str, Any]) -> str:
+        """The text of the request's last user message (directives included)."""
+        ...
+
+    def reply(self, params: dict[str, Any], *, model: str, text: str) -> Any:
+        """A complete result whose answer is ``text``, as an upstream of this dialect would
+        return it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +218,46 @@ class DialectSpec(Protocol):
         """Its answers can be stored, retrieved, resumed and cancelled; None when they cannot."""
         ...
 
-    #: The name backends see in :class:`~aiostream_synth.BackendCall` (``"chat"``...).
-    name: str
-    #: The paths it answers (``POST``), with and without ``/v1``.
-    paths: tuple[str, ...]
-    #: Where an upstream that speaks it is called, relative to its base URL.
-    upstream_path: str
+    @property
+    def name(self) -> str:
+        """The name backends see in :class:`~aiostream_synth.BackendCall` (``"chat"``...)."""
+        ...
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The paths it answers (``POST``), with and without ``/v1``."""
+        ...
+
+    @property
+    def upstream_path(self) -> str:
+        """Where an upstream that speaks it is called, relative to its base URL."""
+        ...
+
+    @property
+    def options_type(self) -> type[Any] | None:
+        """The dataclass of its own options (a field's ``metadata["help"]`` is its ``serve
+        --help`` text; ``serve`` names it ``--<dialect>-<field>``), or None when it has none.
+        Streams get an instance through :attr:`DialectSettings.dialect_options`."""
+        ...
+
+    @property
+    def embedded(self) -> EmbeddedReplies | None:
+        """How ``serve``'s embedded model answers in it; None: the embedded model answers it
+        only if it knows the dialect itself (the built-in ones), else a 501."""
+        ...
+
+    def upstream_headers(
+        self,
+        client_headers: Mapping[str, str],
+        api_key: str,
+        *,
+        forward_authorization: bool,
+    ) -> Mapping[str, str | None]:
+        """Headers of a call to an upstream that speaks it, on top of the HTTP client's own
+        (which sends ``Authorization: Bearer <api_key>``); a None value removes one of those.
+        ``client_headers`` (lower-case names) are the client's; ``forward_authorization``
+        says to send its credentials instead of ``api_key``."""
+        ...
 
     def wants_stream(self, body: Any) -> bool:
         """Whether ``body`` asks for a streamed answer."""

@@ -33,6 +33,20 @@ class OpenAISpecBase:
     #: Body fields a retry may change and still want the same answer (``stream``, the limit).
     not_identifying: ClassVar[tuple[str, ...]] = ()
     local_routes: Mapping[str, LocalRoute] = {}
+    #: The embedded model knows both OpenAI dialects itself.
+    embedded: None = None
+
+    def upstream_headers(
+        self,
+        client_headers: Mapping[str, str],
+        api_key: str,
+        *,
+        forward_authorization: bool,
+    ) -> Mapping[str, str | None]:
+        """The HTTP client's bearer ``api_key``, or the client's own ``Authorization``."""
+        if forward_authorization and "authorization" in client_headers:
+            return {"Authorization": client_headers["authorization"]}
+        return {}
 
     def error_response(
         self,

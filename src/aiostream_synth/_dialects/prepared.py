@@ -17,7 +17,6 @@ import orjson
 from pydantic import ValidationError
 
 from aiostream_synth._dialects.names import Dialect
-from aiostream_synth._dialects.responses.namespaces import NamespaceMap
 from aiostream_synth._params.removals import Removals, format_path
 from aiostream_synth._params.strict import KIND_KEYS, is_arm_label
 from aiostream_synth._wire.errors import RequestError
@@ -83,8 +82,9 @@ class PreparedRequest:
     #: creating client reads them as they come or gets the response object at once.
     background: bool = False
     params: dict[str, Any]
-    ns_map: NamespaceMap = field(default_factory=dict)
-    include_usage: bool = False
+    #: What the dialect keeps of the request for its own stream (opaque to every other layer:
+    #: chat's ``include_usage``, the Responses namespace map).
+    state: Any = None
     #: Skeleton fields for keepalive envelopes (``model`` and request echoes).
     echo: dict[str, Any] = field(default_factory=dict)
     #: Everything removed on the way (unknown fields and keys, tools and items of unknown type,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiostream_synth._dialects.base import DialectSpec
+from aiostream_synth._dialects.registry import registered_dialects
 from aiostream_synth._dialects.requests import (
     PreparedRequest,
     SanitizeOptions,
@@ -38,6 +39,7 @@ from aiostream_synth._dialects.requests import (
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._proxy.config import ProxyConfig
+from aiostream_synth._proxy.dialect_plugins import build_dialect_options, load_dialects
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._proxy.metrics import Metrics, StoreFigures
 from aiostream_synth._proxy.upstream import UpstreamBackend
@@ -188,6 +190,9 @@ class ProxyApp:
         self, config: ProxyConfig | None = None, *, backend: CompletionBackend | None = None
     ) -> None:
         self.config = config = config or ProxyConfig()
+        # The dialects --dialect names (the command line loaded them already; a config made in
+        # code loads them here, and so does each worker process).
+        load_dialects(config.dialects)
         self.upstream: UpstreamBackend | None = None
         if backend is None:
             if config.upstream:
@@ -211,11 +216,7 @@ class ProxyApp:
             keepalive_interval=config.keepalive_s,
             timeout=config.timeout,
             on_disconnect=config.on_disconnect,
-            responses_events=config.responses_events,
-            responses_keepalive=config.responses_keepalive,
-            chat_keepalive=config.chat_keepalive,
-            anthropic_event_keepalive_s=config.anthropic_event_keepalive_s,
-            anthropic_unknown_blocks=config.anthropic_unknown_blocks,
+            dialect_options=build_dialect_options(registered_dialects(), config.dialect_options),
             sanitize=SanitizeOptions(
                 drop_custom_tools=config.drop_custom_tools,
                 drop_hosted_tools=config.drop_hosted_tools,

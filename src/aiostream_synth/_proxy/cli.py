@@ -16,11 +16,19 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostream_synth._dialects.bridges.options import BRIDGE_PROFILES
-from aiostream_synth._dialects.names import DIALECT_NAMES
+from aiostream_synth._dialects.names import BUILTIN_DIALECTS, builtin_options
 from aiostream_synth._proxy.config import ProxyConfig
+from aiostream_synth._proxy.dialect_plugins import (
+    DialectOption,
+    dialect_option_fields,
+    load_dialects,
+)
+
+if TYPE_CHECKING:
+    from aiostream_synth._dialects.base import DialectSpec
 
 __all__ = ["config_from_args", "main"]
 
@@ -38,17 +46,12 @@ _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "read_timeout": float,
     "upstream_max_connections": int,
     "max_connections": int,
-    "anthropic_event_keepalive_s": float,
 }
 _CHOICES: dict[str, list[str]] = {
-    "responses_events": ["full", "minimal"],
-    "responses_keepalive": ["events", "comment"],
-    "chat_keepalive": ["comment", "none"],
     "on_disconnect": ["cancel", "finish"],
-    "anthropic_unknown_blocks": ["drop", "passthrough"],
     "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
-    "upstream_api": list(DIALECT_NAMES),
+    "upstream_api": list(BUILTIN_DIALECTS),
     "bridge_profile": list(BRIDGE_PROFILES),
     "server": ["lean", "uvicorn", "hypercorn", "granian"],
     "loop": ["auto", "asyncio", "uvloop", "trio"],
@@ -69,16 +72,11 @@ _HELP = {
     "upstream_max_connections": "cap on concurrent upstream calls (0 or unset: no cap, one per open stream)",
     "api_key": "inbound bearer token required on /v1/* (401 otherwise)",
     "keepalive_s": "keepalive interval while the backend works, seconds",
-    "responses_events": "Responses event fidelity",
-    "responses_keepalive": "Responses keepalive: events (Codex needs them) or SSE comments",
-    "chat_keepalive": "chat keepalive: SSE comment, or nothing",
     "timeout": "total deadline per backend call, seconds (0: none)",
     "on_disconnect": "when the client leaves: cancel the backend call, or let it finish",
     "drop_custom_tools": "drop Responses custom (free-form) tools",
     "drop_hosted_tools": "drop hosted tools (web_search, ...) the backend cannot serve",
     "hoist_carrier_custom_tools": "hoist custom tools from additional_tools carriers",
-    "anthropic_event_keepalive_s": "Anthropic: an intermediate message_delta at least this often, seconds, besides pings (0: pings only; Claude Code re-arms its watchdog on 30 pings at most)",
-    "anthropic_unknown_blocks": "Anthropic: content blocks of a type the SDK does not know are dropped (Claude Code fails a turn ending in one) or passed through",
     "anthropic_system_messages": "Anthropic: role system inside messages is folded into the user turn, forwarded, or refused (400)",
     "allow_unchecked_auto_mode": "Anthropic: strip Claude Code's safeguards (auto mode without its classifier) instead of refusing the request",
     "coalesce": "share one backend call: a retry after its client left or it failed (retries), any identical request (all), or never (off)",
@@ -99,7 +97,10 @@ _HELP = {
     "loop": "event loop: auto (uvloop when installed), asyncio, uvloop, or trio (hypercorn's trio worker)",
     "log_level": "log level",
     "model": "the embedded model's name",
+    "dialects": "serve one more dialect: MODULE:ATTR names its spec instance (my_pkg.gemini:SPEC); repeat it for more; its options appear below as --<dialect>-<option> (default: none; env: comma-separated)",
 }
+#: ProxyConfig fields that are no option of their own (the loaded dialects' options are).
+_NOT_OPTIONS = ("dialect_options",)
 
 
 #: ``serve --help`` in groups: every ``ProxyConfig`` field is in exactly one.
@@ -119,9 +120,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "bridging (a client on an upstream of another API)": ("bridge_profile", "bridge_config"),
     "keepalive and streams": (
         "keepalive_s",
-        "responses_events",
-        "responses_keepalive",
-        "chat_keepalive",
         "on_disconnect",
     ),
     "what reaches the backend": (
@@ -129,9 +127,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "drop_hosted_tools",
         "hoist_carrier_custom_tools",
     ),
-    "Anthropic (Claude Code)": (
-        "anthropic_event_keepalive_s",
-        "anthropic_unknown_blocks",
+    "Anthropic requests (Claude Code)": (
         "anthropic_system_messages",
         "allow_unchecked_auto_mode",
     ),
@@ -141,6 +137,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "coalesce_window",
     ),
     "stored responses (background mode)": ("store", "store_max_bytes", "store_ttl_s"),
+    "more dialects": ("dialects",),
     "server": (
         "host",
         "port",
@@ -211,9 +208,12 @@ def _typed(kind: Any, name: str, env: str | None) -> Any:
     return convert
 
 
-def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
-    """Add every ``ProxyConfig`` field as an option; return the problems of the environment's
-    values, for :func:`main` to report after parsing (so that ``--help`` always works)."""
+def _add_serve_options(
+    parser: argparse.ArgumentParser, dialects: Sequence[DialectSpec] = ()
+) -> list[str]:
+    """Add every ``ProxyConfig`` field as an option, and the options of ``dialects`` (those
+    loaded with ``--dialect``); return the problems of the environment's values, for
+    :func:`main` to report after parsing (so that ``--help`` always works)."""
     defaults = ProxyConfig()
     problems: list[str] = []
     groups: dict[str, Any] = {}
@@ -221,6 +221,19 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
         group = parser.add_argument_group(title)
         groups.update(dict.fromkeys(names, group))
     for f in dataclasses.fields(ProxyConfig):
+        if f.name in _NOT_OPTIONS:
+            continue
+        if f.name == "dialects":
+            env = _env(f.name)
+            groups[f.name].add_argument(
+                "--dialect",
+                dest="dialects",
+                action="append",
+                metavar="MODULE:ATTR",
+                default=[part for part in (env or "").replace(",", " ").split() if part],
+                help=f"{_HELP[f.name]} [env {_ENV_PREFIX}{f.name.upper()}]",
+            )
+            continue
         flag = "--" + f.name.replace("_", "-")
         env = _env(f.name)
         default = getattr(defaults, f.name)
@@ -246,6 +259,8 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
             continue
         kind: Any = _OPTIONAL_NUMBERS.get(f.name) or (type(default) if default is not None else str)
         choices = _CHOICES.get(f.name)
+        if f.name == "upstream_api":
+            choices = [*(choices or ()), *(spec.name for spec in dialects)]
         if env is not None and choices is not None and env not in choices:
             problems.append(
                 f"{_ENV_PREFIX}{f.name.upper()}={env!r}: expected one of {', '.join(choices)}"
@@ -259,11 +274,97 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> list[str]:
             choices=choices,
             help=help_text,
         )
+    kinds = {**builtin_options(), **{spec.name: spec.options_type for spec in dialects}}
+    for name, kind in kinds.items():
+        options = dialect_option_fields(name, kind)
+        if options:
+            group = parser.add_argument_group(f"the {name} dialect")
+            for option in options:
+                problems.extend(_add_dialect_option(group, option))
     return problems
 
 
+def _add_dialect_option(group: Any, option: DialectOption) -> list[str]:
+    """One option of a loaded dialect (its dataclass field: type, default, help); the
+    problem of its environment value, if any."""
+    env = _env(option.env)
+    where = f"{_ENV_PREFIX}{option.env}"
+    help_text = f"{option.help}{_shown_default(option.field, option.default, option.help)}"
+    help_text += f" [env {where}]"
+    if option.kind is bool and not option.optional:
+        value = option.default
+        if env is not None and env.lower() in (*_TRUE, *_FALSE):
+            value = env.lower() in _TRUE
+        elif env is not None:
+            return [
+                f"{where}={env!r}: expected one of {', '.join(_TRUE)} or {', '.join(_FALSE[:-1])}"
+            ]
+        group.add_argument(
+            option.flag,
+            dest=option.dest,
+            action=argparse.BooleanOptionalAction,
+            default=value,
+            help=help_text,
+        )
+        return []
+    kind = _typed(option.kind, option.env.lower(), env)
+
+    def convert(value: str) -> Any:
+        if option.optional and value == "none":
+            return None
+        converted = kind(value)
+        return None if option.zero_is_none and converted == 0 else converted
+
+    convert.__name__ = option.kind.__name__
+    choices = (
+        None
+        if option.choices is None
+        else [*option.choices, *(["none"] if option.optional else [])]
+    )
+    if env is not None and choices is not None and env not in choices:
+        return [f"{where}={env!r}: expected one of {', '.join(choices)}"]
+    group.add_argument(
+        option.flag,
+        dest=option.dest,
+        type=convert,
+        default=env if env is not None else option.default,
+        choices=None if choices is None else [convert(choice) for choice in choices],
+        metavar=option.env if choices is None else "{" + ",".join(choices) + "}",
+        help=help_text
+        + (
+            " (none: None)"
+            if option.optional and choices is None and not option.zero_is_none
+            else ""
+        ),
+    )
+    return []
+
+
+def _dialect_references(argv: Sequence[str]) -> list[str]:
+    """The ``--dialect`` values of a command line (and of its environment variable): the
+    dialects to load before the parser is built, so their options are part of it."""
+    found = [part for part in (_env("dialects") or "").replace(",", " ").split() if part]
+    for i, arg in enumerate(argv):
+        if arg == "--dialect" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--dialect="):
+            found.append(arg.partition("=")[2])
+    return found
+
+
 def config_from_args(args: argparse.Namespace) -> ProxyConfig:
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProxyConfig)}
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(ProxyConfig)
+        if f.name not in _NOT_OPTIONS
+    }
+    values["dialects"] = tuple(dict.fromkeys(values["dialects"] or ()))
+    options: dict[str, dict[str, Any]] = {}
+    for dest, value in vars(args).items():
+        if dest.startswith("dialect__"):
+            _, dialect, name = dest.split("__", 2)
+            options.setdefault(dialect, {})[name] = value
+    values["dialect_options"] = options
     for name in _OPTIONAL_NUMBERS:
         if values[name] == 0:
             values[name] = None  # a negative one is refused by ProxyConfig, naming it
@@ -274,7 +375,9 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     return config
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(dialects: Sequence[DialectSpec] = ()) -> argparse.ArgumentParser:
+    """The command line; ``dialects``: those loaded with ``--dialect``, whose options
+    ``serve`` takes too."""
     parser = argparse.ArgumentParser(
         prog="aiostream-synth",
         description="Serve streaming clients (OpenAI and Anthropic dialects) from a backend that only answers non-streaming.",
@@ -290,7 +393,7 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     # The serve parser itself, for errors found after parsing: its usage, not the top level's.
-    serve.set_defaults(env_problems=_add_serve_options(serve), command_parser=serve)
+    serve.set_defaults(env_problems=_add_serve_options(serve, dialects), command_parser=serve)
     demo = commands.add_parser(
         "demo",
         help="start the proxy and stream a slow turn in each dialect",
@@ -339,7 +442,17 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    references = _dialect_references(argv) if argv[:1] == ["serve"] else []
+    try:
+        loaded = load_dialects(references) if references else []
+    except ValueError as exc:  # as argparse reports a wrong option
+        print(
+            f"usage: aiostream-synth serve [options]\naiostream-synth serve: error: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    parser = _parser(loaded)
     args = parser.parse_args(argv)
     if args.command == "serve":
         if args.env_problems:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import math
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions, parse_bridge_options
+from aiostream_synth._proxy.dialect_plugins import check_reference
 from aiostream_synth._proxy.http_defences import (
     BODY_TIMEOUT_S,
     HEAD_TIMEOUT_S,
@@ -22,7 +24,6 @@ from aiostream_synth._proxy.http_defences import (
 from aiostream_synth._wire.limits import DEFAULT_MAX_BODY_BYTES
 
 if TYPE_CHECKING:
-    from aiostream_synth._dialects.names import Dialect
     from aiostream_synth._engine.stream import OnDisconnect
 
 __all__ = ["EMBEDDED_MODEL", "ProxyConfig"]
@@ -52,7 +53,7 @@ class ProxyConfig:
     #: Base URL of an OpenAI-compatible server answering non-streaming; None = embedded model.
     upstream: str | None = None
     #: The API the upstream speaks; None: each client's own. Another one bridges.
-    upstream_api: Dialect | None = None
+    upstream_api: str | None = None
     #: Bridge presets for a backend family (``deepseek``, ``vllm``, ...).
     bridge_profile: str = "generic"
     #: Bridge options on top of the profile, as a JSON object.
@@ -70,19 +71,12 @@ class ProxyConfig:
     #: Inbound bearer token; None accepts every request.
     api_key: str | None = None
     keepalive_s: float = 10.0
-    responses_events: Literal["full", "minimal"] = "full"
-    #: "comment" sends SSE comments instead of keepalive events (Codex's idle timer ignores them).
-    responses_keepalive: Literal["events", "comment"] = "events"
-    chat_keepalive: Literal["comment", "none"] = "comment"
     #: Total deadline per backend call, seconds; None for no deadline.
     timeout: float | None = 1800.0
     on_disconnect: OnDisconnect = "cancel"
     drop_custom_tools: bool = False
     drop_hosted_tools: bool = False
     hoist_carrier_custom_tools: bool = False
-    #: Anthropic: an intermediate ``message_delta`` at least this often, seconds (None: pings only).
-    anthropic_event_keepalive_s: float | None = 240.0
-    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
     anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
     allow_unchecked_auto_mode: bool = False
     #: Where responses are kept for retrieval, resume and continuation (decision P12):
@@ -118,6 +112,12 @@ class ProxyConfig:
     log_level: str = "info"
     #: The embedded model's name.
     model: str = EMBEDDED_MODEL
+    #: More dialects to serve, each ``MODULE:ATTR`` naming a dialect spec instance (imported
+    #: and registered when the app is made).
+    dialects: tuple[str, ...] = ()
+    #: Each dialect's own options, ``{dialect: {option: value}}`` (``--<dialect>-<option>``):
+    #: ``{"responses": {"keepalive": "comment"}}``; what is not given keeps its default.
+    dialect_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # An empty key would be a key nobody can be refused with: ``AIOSTREAM_SYNTH_API_KEY=``
@@ -147,7 +147,7 @@ class ProxyConfig:
             raise ValueError(f"port must be from 0 (any free port) to 65535, not {self.port!r}")
         for name in ("keepalive_s", "connect_timeout"):
             _check_seconds(name, getattr(self, name), positive=True)
-        for name in ("timeout", "read_timeout", "anthropic_event_keepalive_s"):
+        for name in ("timeout", "read_timeout"):
             value = getattr(self, name)
             if value is not None:
                 _check_seconds(
@@ -177,6 +177,8 @@ class ProxyConfig:
                     "store must be memory, off, or a redis:// (rediss://) URL with a host "
                     f"(redis://127.0.0.1:6379/0), not {self.store!r}"
                 )
+        for reference in self.dialects:
+            check_reference(reference)
         if self.upstream is not None:
             parsed = urllib.parse.urlsplit(self.upstream)
             if parsed.scheme not in ("http", "https") or not parsed.hostname:

@@ -18,8 +18,9 @@ message script the answer:
 ================  ====================================================================
 
 A request whose last input is a tool result gets a final text answer, so agent loops end.
-It answers all three APIs: Chat Completions, Responses and Anthropic Messages (Claude Code's
-``<system-reminder>`` text blocks are not echoed).
+It answers all three built-in APIs: Chat Completions, Responses and Anthropic Messages (Claude
+Code's ``<system-reminder>`` text blocks are not echoed); a registered dialect through its
+spec's ``embedded`` hooks (the echo, ``[delay]`` and ``[error]``), else with a 501.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from typing import Any
 
 from aiostream_synth._dialects.bridges.shapes import text_of
+from aiostream_synth._dialects.names import BUILTIN_DIALECTS
+from aiostream_synth._dialects.registry import spec_for
 from aiostream_synth._engine import tick
 from aiostream_synth._proxy.config import EMBEDDED_MODEL
 from aiostream_synth._serving.pipeline import BackendCall
@@ -38,6 +41,8 @@ from aiostream_synth._wire.ids import random_hex
 
 __all__ = ["EMBEDDED_MODEL", "EmbeddedBackend", "EmbeddedError", "parse_directives"]
 
+#: The dialects this model answers by its own code; any other through its spec's hooks.
+_OWN_DIALECTS = frozenset(BUILTIN_DIALECTS)
 _DIRECTIVE = re.compile(r"\[(delay|tool|reasoning|error|incomplete|usage-nulls)(?::([^\]]*))?\]")
 _TEXT_PARTS = ("text", "input_text", "output_text")
 _TOOL_RESULTS = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -165,11 +170,13 @@ class EmbeddedBackend:
     def __init__(self, model: str = EMBEDDED_MODEL) -> None:
         self.model = model
 
-    async def __call__(self, call: BackendCall) -> dict[str, Any]:
+    async def __call__(self, call: BackendCall) -> Any:
         # Everything the answer needs is read before the simulated wait, which then holds
         # nothing of the request (as a real upstream call holds only the bytes it sent).
         dialect, params = call.dialect, call.params
         del call
+        if dialect not in _OWN_DIALECTS:
+            return await self._through_hooks(dialect, params)
         if dialect == "chat":
             text, tool_result = self._chat_input(params)
         elif dialect == "anthropic":
@@ -202,6 +209,25 @@ class EmbeddedBackend:
         if dialect == "anthropic":
             return self._anthropic(model, answer, clean, directives, tool)
         return self._responses(model, answer, clean, directives, tool)
+
+    async def _through_hooks(self, dialect: str, params: dict[str, Any]) -> Any:
+        """A dialect the model does not know itself, read and answered by its spec's
+        ``embedded`` hooks: the echo, ``[delay]`` and ``[error]`` (no tools, no reasoning)."""
+        replies = spec_for(dialect).embedded
+        if replies is None:
+            raise EmbeddedError(
+                501,
+                f"embedded backend: the {dialect} dialect does not say how the embedded model "
+                "answers it (its spec's embedded hooks); give --upstream.",
+            )
+        clean, directives = parse_directives(replies.prompt(params))
+        model = str(params.get("model") or self.model)
+        if "delay" in directives:
+            await tick.sleep(_seconds(directives["delay"]))
+        if "error" in directives:
+            status = _status(directives["error"])
+            raise EmbeddedError(status, f"embedded backend: simulated HTTP {status}.")
+        return replies.reply(params, model=model, text=clean or "(empty message)")
 
     # -- reading the request ----------------------------------------------------------------
     @staticmethod

@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from aiostream_synth._dialects.registry import DIALECTS
+from aiostream_synth._dialects.registry import registered_dialects
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.uvicorn_http import http_protocol
 
@@ -331,7 +331,7 @@ def _warm_up() -> None:
     """Build what a dialect's first request would otherwise build (the Anthropic params model
     takes about a second; it is built on first use, so library users who never serve that
     dialect never pay for it)."""
-    for spec in DIALECTS:
+    for spec in registered_dialects():
         spec.warm_up()
 
 

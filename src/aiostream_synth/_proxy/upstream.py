@@ -1,9 +1,10 @@
 """The upstream backend: any server that answers non-streaming, in each call's API.
 
-Chat Completions and Responses calls go to ``{base}/chat/completions`` and ``{base}/responses``
-with a bearer token; Messages calls to ``{base}/messages`` with Anthropic's ``x-api-key`` and
-``anthropic-version`` headers (and the client's ``anthropic-beta``, which names the features its
-body uses). ``base`` is the URL given, ``/v1`` included.
+Each call goes to its dialect's ``upstream_path`` under the base URL given (``/v1`` included)
+with the headers its dialect asks for (``upstream_headers``): a bearer token for Chat
+Completions (``{base}/chat/completions``) and Responses (``{base}/responses``); for Messages
+(``{base}/messages``) Anthropic's ``x-api-key`` and ``anthropic-version`` (and the client's
+``anthropic-beta``, which names the features its body uses).
 
 Called through the openai SDK's ``AsyncOpenAI`` at its JSON level (``post(path, body=...)``):
 the body is sent exactly as prepared, so provider extension fields on the non-streaming path
@@ -59,8 +60,6 @@ _BYTES_KEYWORD = (
     "content" if "content" in inspect.signature(openai.AsyncOpenAI.post).parameters else "body"
 )
 
-#: The Messages API version sent when the client named none.
-ANTHROPIC_VERSION = "2023-06-01"
 #: Idle connections kept for reuse between bursts, per shard.
 _IDLE_CONNECTIONS = 16
 #: Concurrent calls per shard (see the module docstring).
@@ -159,26 +158,19 @@ class UpstreamBackend:
             return {"Authorization": call_headers["authorization"]}
         return {}
 
-    def _anthropic_headers(self, call_headers: Any) -> dict[str, Any]:
-        key = self.client.api_key
-        if self.forward_authorization and "x-api-key" in call_headers:
-            key = call_headers["x-api-key"]
-        headers: dict[str, Any] = {
-            "x-api-key": key,
-            "anthropic-version": call_headers.get("anthropic-version", ANTHROPIC_VERSION),
-            "Authorization": self._headers(call_headers).get("Authorization", openai.Omit()),
-        }
-        if "anthropic-beta" in call_headers:
-            headers["anthropic-beta"] = call_headers["anthropic-beta"]
-        return headers
-
     async def __call__(self, call: BackendCall) -> Any:
-        headers = (
-            self._anthropic_headers(call.headers)
-            if call.dialect == "anthropic"
-            else self._headers(call.headers)
-        )
-        path = spec_for(call.dialect).upstream_path
+        spec = spec_for(call.dialect)
+        # The dialect's headers (its credentials' shape, its version headers); None removes a
+        # header the SDK would send (its bearer token, for an API that takes another).
+        headers: dict[str, Any] = {
+            name: openai.Omit() if value is None else value
+            for name, value in spec.upstream_headers(
+                call.headers,
+                self.client.api_key,
+                forward_authorization=self.forward_authorization,
+            ).items()
+        }
+        path = spec.upstream_path
         # The SDK's own format, compact UTF-8. A waiting stream keeps its request as the bytes
         # sent, not as the parsed params (about 2.3x the JSON's size in Python objects; 66 KB
         # Codex turns, bench_load.py).

@@ -588,8 +588,9 @@ async def answer_locally(
 class SynthesizingApp:
     """An ASGI app serving every dialect from a non-streaming backend on the native path.
 
-    ``POST`` on each dialect's paths (``/v1/chat/completions``, ``/v1/responses``,
-    ``/v1/messages``, also without ``/v1``); anything else is 404/405 in OpenAI's error shape.
+    ``POST`` on each registered dialect's paths (the built-in ones: ``/v1/chat/completions``,
+    ``/v1/responses``, ``/v1/messages``, also without ``/v1``), or on the ``routes`` given
+    (``{path: dialect name}``); anything else is 404/405 in OpenAI's error shape.
     ``shutdown`` (created if not given) ends open streams cleanly; the ASGI lifespan shutdown
     triggers it too.
 
@@ -605,7 +606,7 @@ class SynthesizingApp:
         settings: StreamSettings | None = None,
         *,
         shutdown: ShutdownSignal | None = None,
-        routes: Mapping[str, str] = DEFAULT_ROUTES,
+        routes: Mapping[str, str] | None = None,
         drain_timeout: float = 30.0,
         store: ResponseStore | None = None,
     ) -> None:

@@ -43,6 +43,12 @@ from aiostream_synth._dialects.base import (
 )
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.registry import bridge_for, prepare_bridged
+from aiostream_synth._dialects.legacy_settings import (
+    LEGACY_SETTINGS,
+    UNSET,
+    Unset,
+    fold_legacy_settings,
+)
 from aiostream_synth._dialects.prepared import (
     DEFAULT_MAX_BODY_BYTES,
     Dialect,
@@ -50,7 +56,7 @@ from aiostream_synth._dialects.prepared import (
     SanitizeOptions,
     parse_json_body,
 )
-from aiostream_synth._dialects.registry import route_table
+from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.coalesce import CoalesceMode, Coalescer, coalesce_key
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import OnDisconnect, StreamOutcome, SynthesizedStream
@@ -108,7 +114,7 @@ ON_DISCONNECT = "aiostream_synth.on_disconnect"
 DisconnectHook: TypeAlias = Callable[[Callable[[], object] | None], object]
 
 
-#: The default route table of :class:`SynthesizingApp`: every dialect's paths.
+#: The built-in dialects' routes (:class:`SynthesizingApp` answers every registered dialect's).
 DEFAULT_ROUTES: Mapping[str, str] = {path: spec.name for path, spec in route_table().items()}
 
 
@@ -136,16 +142,22 @@ class StreamSettings:
     on_disconnect: OnDisconnect = "cancel"
     finish_timeout: float = 60.0
     on_abandoned: Callable[[StreamOutcome], object] | None = None
-    responses_events: Literal["full", "minimal"] = "full"
-    responses_keepalive: Literal["events", "comment"] = "events"
-    chat_keepalive: Literal["comment", "none"] = "comment"
-    emit_reasoning_alias: bool = False
-    #: Anthropic: a real event (an intermediate ``message_delta``) at least this often, seconds,
-    #: besides the ``ping`` every tick: Claude Code's stream watchdog counts only 30 pings.
-    anthropic_event_keepalive_s: float | None = 240.0
-    #: Anthropic: content blocks of a type the SDK does not know are dropped (Claude Code fails
-    #: a turn whose last block is one) or passed through.
-    anthropic_unknown_blocks: Literal["drop", "passthrough"] = "drop"
+    #: ``{dialect name: its options}``, each an instance of that dialect's ``options_type``
+    #: (``{"responses": ResponsesOptions(keepalive="comment")}``, the classes in
+    #: :mod:`aiostream_synth.dialects`); a dialect missing here streams with its defaults.
+    dialect_options: Mapping[str, Any] = field(default_factory=dict)
+    #: Deprecated (for one release): ``dialect_options`` holds each dialect's own options.
+    responses_events: Literal["full", "minimal"] | Unset = UNSET
+    #: Deprecated: ``ResponsesOptions.keepalive``.
+    responses_keepalive: Literal["events", "comment"] | Unset = UNSET
+    #: Deprecated: ``ChatOptions.keepalive``.
+    chat_keepalive: Literal["comment", "none"] | Unset = UNSET
+    #: Deprecated: ``ChatOptions.emit_reasoning_alias``.
+    emit_reasoning_alias: bool | Unset = UNSET
+    #: Deprecated: ``AnthropicOptions.event_keepalive_s``.
+    anthropic_event_keepalive_s: float | Unset | None = UNSET
+    #: Deprecated: ``AnthropicOptions.unknown_blocks``.
+    anthropic_unknown_blocks: Literal["drop", "passthrough"] | Unset = UNSET
     sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Called with every request that passed preparation (for logging and metrics).
@@ -169,9 +181,20 @@ class StreamSettings:
     bridge: BridgeOptions = field(default_factory=BridgeOptions)
 
     def __post_init__(self) -> None:
+        legacy = {name: getattr(self, name) for name in LEGACY_SETTINGS}
+        if any(value is not UNSET for value in legacy.values()):
+            folded = fold_legacy_settings(self.dialect_options, legacy)
+            object.__setattr__(self, "dialect_options", folded)
         if self.upstream_api is not None:
             for spec in route_table().values():
                 bridge_for(spec.name, self.upstream_api)  # ValueError for a pair with no bridge
+        for name, options in self.dialect_options.items():
+            kind = spec_for(name).options_type  # ValueError for a dialect nobody registered
+            if kind is None or not isinstance(options, kind):
+                wanted = "none (it has no options)" if kind is None else kind.__qualname__
+                raise ValueError(
+                    f"dialect_options[{name!r}] must be {wanted}, not {type(options).__qualname__}"
+                )
 
 
 def received_at(scope: Scope) -> float:

@@ -16,6 +16,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from aiostream_synth._dialects.anthropic.errors import anthropic_error, new_request_id
+from aiostream_synth._dialects.anthropic.options import AnthropicOptions
 from aiostream_synth._dialects.anthropic.sanitize import (
     request_block_types,
     sanitize_anthropic_body,
@@ -30,9 +31,13 @@ from aiostream_synth._params.removals import Removals
 from aiostream_synth._params.sdks import sdk_installed
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = ["ANTHROPIC", "estimate_input_tokens"]
+__all__ = ["ANTHROPIC", "ANTHROPIC_VERSION", "estimate_input_tokens"]
+
+#: The API version an upstream call names when the client named none.
+ANTHROPIC_VERSION = "2023-06-01"
 
 _NOT_IDENTIFYING = ("stream", "max_tokens")
+_DEFAULTS = AnthropicOptions()
 LOG = logging.getLogger("aiostream_synth.dialects")
 #: Why a Messages request is refused where the anthropic SDK (the ``[anthropic]`` extra) is not
 #: installed: the dialect's request rules and block types are built from its types.
@@ -58,6 +63,9 @@ class AnthropicSpec:
     storage: None = None
     paths: tuple[str, ...] = ("/v1/messages", "/messages")
     upstream_path: str = "/messages"
+    options_type: type[AnthropicOptions] = AnthropicOptions
+    #: The embedded model knows this dialect itself.
+    embedded: None = None
     local_routes: Mapping[str, LocalRoute] = {
         "/v1/messages/count_tokens": estimate_input_tokens,
         "/messages/count_tokens": estimate_input_tokens,
@@ -100,11 +108,36 @@ class AnthropicSpec:
         self, prepared: PreparedRequest, settings: DialectSettings
     ) -> AnthropicDialect:
         model = prepared.echo.get("model")
+        options = settings.dialect_options.get(self.name) or _DEFAULTS
         return AnthropicDialect(
             model=model if isinstance(model, str) else None,
-            event_keepalive_s=settings.anthropic_event_keepalive_s,
-            unknown_blocks=settings.anthropic_unknown_blocks,
+            event_keepalive_s=options.event_keepalive_s,
+            unknown_blocks=options.unknown_blocks,
         )
+
+    def upstream_headers(
+        self,
+        client_headers: Mapping[str, str],
+        api_key: str,
+        *,
+        forward_authorization: bool,
+    ) -> Mapping[str, str | None]:
+        """The key as ``x-api-key`` (the client's own when forwarding), the client's
+        ``anthropic-version`` (else :data:`ANTHROPIC_VERSION`) and ``anthropic-beta`` (it names
+        the features the body uses); no bearer token unless the client sent one to forward."""
+        forward = forward_authorization
+        headers: dict[str, str | None] = {
+            "x-api-key": client_headers["x-api-key"]
+            if forward and "x-api-key" in client_headers
+            else api_key,
+            "anthropic-version": client_headers.get("anthropic-version", ANTHROPIC_VERSION),
+            "Authorization": client_headers["authorization"]
+            if forward and "authorization" in client_headers
+            else None,
+        }
+        if "anthropic-beta" in client_headers:
+            headers["anthropic-beta"] = client_headers["anthropic-beta"]
+        return headers
 
     def error_response(
         self,

@@ -106,5 +106,5 @@ def prepare_bridged(
     bridged = bridge.open(dataclasses.replace(prepared, body=body), options)
     echo = {**prepared.echo, **bridged.echo} if bridged.echo else prepared.echo
     return dataclasses.replace(
-        prepared, stream=stream, body=body, bridged=bridged, ns_map={}, echo=echo
+        prepared, stream=stream, body=body, bridged=bridged, state=None, echo=echo
     )

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aiostream_synth._dialects.base import DialectSettings, Outcome
+from aiostream_synth._dialects.chat.options import ChatOptions
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body,
     validate_streaming_chat_params,
@@ -21,6 +22,8 @@ from aiostream_synth._wire.sse import DONE_FRAME
 
 __all__ = ["CHAT"]
 
+_DEFAULTS = ChatOptions()
+
 
 class ChatSpec(OpenAISpecBase):
     """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
@@ -30,6 +33,7 @@ class ChatSpec(OpenAISpecBase):
     name: str = "chat"
     #: No stored answers in this dialect (the API has no retrieval).
     storage: None = None
+    options_type: type[ChatOptions] = ChatOptions
     paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
     upstream_path: str = "/chat/completions"
 
@@ -64,16 +68,17 @@ class ChatSpec(OpenAISpecBase):
             dialect="chat",
             stream=True,
             params=params_dict(model),
-            include_usage=include_usage,
+            state=include_usage,
             removals=removals,
             body=body,
         )
 
     def stream_dialect(self, prepared: PreparedRequest, settings: DialectSettings) -> ChatDialect:
+        options = settings.dialect_options.get(self.name) or _DEFAULTS
         return ChatDialect(
-            include_usage=prepared.include_usage,
-            keepalive=settings.chat_keepalive,
-            emit_reasoning_alias=settings.emit_reasoning_alias,
+            include_usage=prepared.state is True,
+            keepalive=options.keepalive,
+            emit_reasoning_alias=options.emit_reasoning_alias,
         )
 
     def outcome(self, last: bytes) -> Outcome:

@@ -7,6 +7,7 @@ namespaced one flatten to the same name, the later map entry wins.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, TypeAlias
@@ -14,6 +15,9 @@ from typing import Any, TypeAlias
 import typing_extensions
 
 from aiostream_synth._params.removals import Removals
+
+if typing.TYPE_CHECKING:
+    from aiostream_synth._dialects.prepared import PreparedRequest
 
 __all__ = [
     "NAMESPACED_CALL_TYPES",
@@ -23,6 +27,7 @@ __all__ = [
     "Path",
     "flatten_namespace_tools",
     "flatten_tools",
+    "namespace_map",
     "restore_namespace_tool_calls",
 ]
 
@@ -171,3 +176,10 @@ def restore_namespace_tool_calls(items: list[Any], ns_map: NamespaceMap) -> list
             item = {**item, "namespace": namespace, "name": name}
         restored.append(item)
     return restored
+
+
+def namespace_map(prepared: PreparedRequest) -> NamespaceMap:
+    """The namespace map a prepared Responses request keeps as its dialect state (empty for a
+    request that was forwarded as it came)."""
+    state = prepared.state
+    return state if isinstance(state, dict) else {}

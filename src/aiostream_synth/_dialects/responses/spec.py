@@ -9,6 +9,8 @@ from pydantic import BaseModel, ValidationError
 from aiostream_synth._dialects.base import DialectSettings, Outcome
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._dialects.responses.namespaces import namespace_map
+from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.sanitize import (
     missing_key,
     sanitize_streaming_responses_body,
@@ -21,6 +23,8 @@ from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import RequestError
 
 __all__ = ["RESPONSES"]
+
+_DEFAULTS = ResponsesOptions()
 
 #: Request fields echoed into the response skeleton sent with keepalive events.
 #: Small fields only: every keepalive repeats them (Codex's tool list alone is ~30 KB).
@@ -47,6 +51,7 @@ class ResponsesSpec(OpenAISpecBase):
 
     name: str = "responses"
     storage: ResponsesStorage | None = RESPONSES_STORAGE
+    options_type: type[ResponsesOptions] = ResponsesOptions
     paths: tuple[str, ...] = ("/v1/responses", "/responses")
     upstream_path: str = "/responses"
 
@@ -103,7 +108,7 @@ class ResponsesSpec(OpenAISpecBase):
             stream=self.wants_stream(body) or not background,
             background=background,
             params=params_dict(model),
-            ns_map=ns_map,
+            state=ns_map,
             echo={key: body[key] for key in _ECHO if key in body},
             removals=removals,
             body=body,
@@ -112,11 +117,12 @@ class ResponsesSpec(OpenAISpecBase):
     def stream_dialect(
         self, prepared: PreparedRequest, settings: DialectSettings
     ) -> ResponsesDialect:
+        options = settings.dialect_options.get(self.name) or _DEFAULTS
         return ResponsesDialect(
-            ns_map=prepared.ns_map,
-            fidelity=settings.responses_events,
+            ns_map=namespace_map(prepared),
+            fidelity=options.events,
             base=prepared.echo,
-            keepalive=settings.responses_keepalive,
+            keepalive=options.keepalive,
         )
 
     def outcome(self, last: bytes) -> Outcome:

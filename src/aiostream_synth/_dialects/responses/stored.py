@@ -18,6 +18,8 @@ import orjson
 
 from aiostream_synth._dialects.base import DialectSettings, StoredEvent
 from aiostream_synth._dialects.prepared import PreparedRequest
+from aiostream_synth._dialects.responses.namespaces import namespace_map
+from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
 from aiostream_synth._dialects.responses.synthesis import new_response_id, responses_failure_frames
 from aiostream_synth._wire.failures import Failure
@@ -45,12 +47,13 @@ class ResponsesStorage:
         *,
         background: bool,
     ) -> ResponsesDialect:
+        options = settings.dialect_options.get("responses") or ResponsesOptions()
         return ResponsesDialect(
-            ns_map=prepared.ns_map,
-            fidelity=settings.responses_events,
+            ns_map=namespace_map(prepared),
+            fidelity=options.events,
             base={**prepared.echo, "background": True} if background else prepared.echo,
             # A background stream's readers resume by sequence number: events, never comments.
-            keepalive="events" if background else settings.responses_keepalive,
+            keepalive="events" if background else options.keepalive,
             response_id=response_id,
             background=background,
         )

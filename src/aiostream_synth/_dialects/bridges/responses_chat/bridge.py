@@ -12,6 +12,7 @@ from aiostream_synth._dialects.bridges.responses_chat.result import (
     empty_response,
 )
 from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest
+from aiostream_synth._dialects.responses.namespaces import namespace_map
 
 __all__ = ["RESPONSES_TO_CHAT", "ResponsesToChat"]
 
@@ -28,7 +29,7 @@ class ResponsesToChat:
             prepared.params,
             options,
             removals=prepared.removals,
-            ns_map=prepared.ns_map,
+            ns_map=namespace_map(prepared),
             client_body=prepared.body,
             created_at=created_at,
         )

@@ -1,0 +1,58 @@
+"""The built-in dialects' options as ``StreamSettings`` took them before each dialect owned its
+own (``StreamSettings(responses_events="minimal")``): accepted for one release, with a
+``DeprecationWarning`` naming the replacement."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from aiostream_synth._dialects.names import builtin_options
+
+__all__ = ["LEGACY_SETTINGS", "UNSET", "Unset", "fold_legacy_settings"]
+
+
+class Unset(enum.Enum):
+    """A deprecated setting that was not given."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+#: ``{old StreamSettings field: (dialect, its option)}``.
+LEGACY_SETTINGS: dict[str, tuple[str, str]] = {
+    "responses_events": ("responses", "events"),
+    "responses_keepalive": ("responses", "keepalive"),
+    "chat_keepalive": ("chat", "keepalive"),
+    "emit_reasoning_alias": ("chat", "emit_reasoning_alias"),
+    "anthropic_event_keepalive_s": ("anthropic", "event_keepalive_s"),
+    "anthropic_unknown_blocks": ("anthropic", "unknown_blocks"),
+}
+
+
+def fold_legacy_settings(
+    dialect_options: Mapping[str, Any], given: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``dialect_options`` with the old fields ``given`` (those not :data:`UNSET`) applied on
+    top, one ``DeprecationWarning`` naming each replacement."""
+    folded = dict(dialect_options)
+    kinds = builtin_options()
+    for old, value in given.items():
+        if value is UNSET:
+            continue
+        dialect, option = LEGACY_SETTINGS[old]
+        kind = kinds[dialect]
+        warnings.warn(
+            f"StreamSettings({old}=...) is deprecated and goes in the next release: use "
+            f"dialect_options={{{dialect!r}: {kind.__name__}({option}=...)}} "
+            "(aiostream_synth.dialects)",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        current = folded.get(dialect) or kind()
+        folded[dialect] = dataclasses.replace(current, **{option: value})
+    return folded

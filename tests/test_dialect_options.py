@@ -1,0 +1,121 @@
+"""Each built-in dialect owns its options (``ChatOptions``, ``ResponsesOptions``,
+``AnthropicOptions``): given to ``StreamSettings(dialect_options=...)`` and to ``serve`` as
+``--<dialect>-<option>``; the flat ``StreamSettings`` fields they replace still work for one
+release, each with a ``DeprecationWarning`` naming its replacement."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableMapping
+from typing import Any
+
+import anyio
+import pytest
+
+from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
+from aiostream_synth.dialects import AnthropicOptions, ChatOptions, ResponsesOptions
+
+from .support.asgi_client import OneRequest
+
+OLD_AND_NEW = [
+    ("responses_events", "minimal", "responses", ResponsesOptions(events="minimal")),
+    ("responses_keepalive", "comment", "responses", ResponsesOptions(keepalive="comment")),
+    ("chat_keepalive", "none", "chat", ChatOptions(keepalive="none")),
+    ("emit_reasoning_alias", True, "chat", ChatOptions(emit_reasoning_alias=True)),
+    (
+        "anthropic_event_keepalive_s",
+        None,
+        "anthropic",
+        AnthropicOptions(event_keepalive_s=None),
+    ),
+    (
+        "anthropic_unknown_blocks",
+        "passthrough",
+        "anthropic",
+        AnthropicOptions(unknown_blocks="passthrough"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "value", "dialect", "new"), OLD_AND_NEW)
+def test_a_flat_setting_still_works_with_a_warning_naming_its_replacement(
+    old: str, value: Any, dialect: str, new: Any
+) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"StreamSettings\({old}=\.\.\.\) is deprecated"):
+        settings = StreamSettings(**{old: value})
+    assert settings.dialect_options[dialect] == new
+
+
+def test_a_flat_setting_is_applied_over_the_dialects_own_options() -> None:
+    given = {"responses": ResponsesOptions(keepalive="comment")}
+    with pytest.warns(DeprecationWarning, match="ResponsesOptions"):
+        settings = StreamSettings(dialect_options=given, responses_events="minimal")
+    assert settings.dialect_options["responses"] == ResponsesOptions(
+        events="minimal", keepalive="comment"
+    )
+    assert given == {"responses": ResponsesOptions(keepalive="comment")}  # not changed
+
+
+def test_no_warning_without_a_flat_setting(recwarn: pytest.WarningsRecorder) -> None:
+    StreamSettings(dialect_options={"chat": ChatOptions(keepalive="none")})
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning)]
+
+
+def test_anthropic_refuses_a_keepalive_no_timer_can_keep() -> None:
+    for wrong in (0, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="event_keepalive_s must be a positive number"):
+            AnthropicOptions(event_keepalive_s=wrong)
+
+
+@pytest.mark.anyio
+async def test_the_chat_options_reach_the_stream() -> None:
+    """``ChatOptions(keepalive="none")``: a slow backend's stream sends nothing before the
+    answer (its first frame is the first chunk)."""
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    request = OneRequest(json.dumps(body).encode())
+    ticks = 0
+    answered = anyio.Event()
+
+    async def backend(call: BackendCall) -> Any:
+        nonlocal ticks
+        while ticks < 3:  # three keepalive intervals pass while the backend works
+            await anyio.sleep(0.01)
+            ticks += 1
+        answered.set()
+        return {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "ok"},
+                }
+            ],
+        }
+
+    settings = StreamSettings(
+        keepalive_interval=0.01, dialect_options={"chat": ChatOptions(keepalive="none")}
+    )
+    app = SynthesizingApp(backend, settings)
+    scope: MutableMapping[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    with anyio.fail_after(60):
+        await app(scope, request.receive, request.send)
+    assert answered.is_set()
+    text = b"".join(m.get("body", b"") for m in request.bodies).decode()
+    assert ": keep-alive" not in text
+    assert text.startswith("data: {")
+    assert text.endswith("data: [DONE]\n\n")

@@ -1,0 +1,405 @@
+"""A dialect from outside the package (decision P11): everything a fourth API needs is in this
+module — its spec, its options, its stream, the embedded model's hooks — and ``serve --dialect``
+serves it: keepalives while the backend works, the answer, a terminal failure after commit and
+an HTTP error before it, its options as ``serve`` options.
+
+The dialect, ``plain``: ``POST /v1/plain`` with ``{"model", "prompt", "stream"}``; a stream of
+``wait`` events (keepalives), then ``text`` and ``done``, or ``error``. Nothing else in the
+repository names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import httpx
+import pytest
+
+from aiostream_synth._proxy.dialect_plugins import (
+    build_dialect_options,
+    dialect_option_fields,
+    load_dialects,
+)
+from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
+from aiostream_synth.dialects import (
+    ChatOptions,
+    ErrorResponse,
+    Outcome,
+    register_dialect,
+    registered_dialects,
+    unregister_dialect,
+)
+from aiostream_synth.engine import Failure
+from aiostream_synth.errors import RequestError
+from aiostream_synth.params import PreparedRequest
+
+from .support.asgi_client import OneRequest
+from .support.cli_server import serve_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# -- the dialect ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PlainOptions:
+    wait_text: str = dataclasses.field(
+        default="working", metadata={"help": "plain: what each keepalive event says"}
+    )
+    case: Literal["as-is", "upper"] = dataclasses.field(
+        default="as-is", metadata={"help": "plain: the answer's case"}
+    )
+    done_marker: bool = dataclasses.field(
+        default=True, metadata={"help": "plain: end with a done event"}
+    )
+
+
+def _frame(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+@dataclasses.dataclass
+class PlainStream:
+    options: PlainOptions
+    response_id: str | None = None
+
+    def keepalive_frames(self, now: float) -> list[bytes]:
+        return [_frame("wait", self.options.wait_text)]
+
+    def result_frames(self, result: Any) -> list[bytes]:
+        text = str(result["text"])
+        frames = [_frame("text", text.upper() if self.options.case == "upper" else text)]
+        return [*frames, _frame("done", {})] if self.options.done_marker else frames
+
+    def failure_frames(self, failure: Failure) -> list[bytes]:
+        return [_frame("error", {"status": failure.status_code, "message": failure.message})]
+
+    def error_response(self, failure: Failure) -> ErrorResponse:
+        return ErrorResponse(failure.status_code, {"error": failure.message})
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainStreamDialect:
+    options: PlainOptions
+
+    def open_stream(self) -> PlainStream:
+        return PlainStream(self.options)
+
+
+class PlainReplies:
+    def prompt(self, params: dict[str, Any]) -> str:
+        return str(params["prompt"])
+
+    def reply(self, params: dict[str, Any], *, model: str, text: str) -> Any:
+        return {"model": model, "text": f"echo: {text}"}
+
+
+class PlainSpec:
+    name = "plain"
+    paths: tuple[str, ...] = ("/v1/plain",)
+    upstream_path = "/plain"
+    storage = None
+    options_type: type[Any] = PlainOptions
+    embedded = PlainReplies()
+    local_routes: Mapping[str, Any] = {}
+
+    def wants_stream(self, body: Any) -> bool:
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def prepare(self, body: dict[str, Any], *, sanitize: Any, params_model: Any) -> PreparedRequest:
+        for key in ("model", "prompt"):
+            if not isinstance(body.get(key), str):
+                raise RequestError(400, f"{key} must be a string", param=key)
+        params = {"model": body["model"], "prompt": body["prompt"]}
+        return PreparedRequest(
+            dialect=self.name, stream=self.wants_stream(body), params=params, body=body
+        )
+
+    def stream_dialect(self, prepared: PreparedRequest, settings: Any) -> PlainStreamDialect:
+        return PlainStreamDialect(settings.dialect_options.get(self.name, PlainOptions()))
+
+    def error_response(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+    ) -> ErrorResponse:
+        return ErrorResponse(status_code, {"error": message, "param": param})
+
+    def upstream_headers(
+        self, client_headers: Mapping[str, str], api_key: str, *, forward_authorization: bool
+    ) -> Mapping[str, str | None]:
+        return {}
+
+    def coalesce_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k != "stream"}
+
+    def warm_up(self) -> None:
+        pass
+
+    def response_headers(self) -> Mapping[str, str]:
+        return {"x-plain": "1"}
+
+    def outcome(self, last: bytes) -> Outcome:
+        return "failed" if b"event: error" in last else "completed"
+
+
+PLAIN = PlainSpec()
+
+
+# -- through serve ----------------------------------------------------------------------------
+def _events(text: str) -> list[tuple[str, Any]]:
+    events = []
+    for block in text.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+@pytest.fixture(scope="module")
+def plain_server() -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    env["AIOSTREAM_SYNTH_PLAIN_CASE"] = "upper"  # its options read the environment too
+    with serve_cli(
+        "--dialect",
+        f"{__name__}:PLAIN",
+        "--plain-wait-text",
+        "hold on",
+        "--keepalive-s",
+        "0.2",
+        env=env,
+    ) as (_, url):
+        yield url
+
+
+def _post(url: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{url}/v1/plain", json=body, timeout=60)
+
+
+def test_serve_streams_a_plugged_in_dialect_with_its_keepalives(plain_server: str) -> None:
+    response = _post(plain_server, {"model": "m", "prompt": "hi [delay:1]", "stream": True})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-plain"] == "1"
+    events = _events(response.text)
+    waits = [data for name, data in events if name == "wait"]
+    assert len(waits) >= 2
+    assert set(waits) == {"hold on"}
+    assert events[len(waits) :] == [("text", "ECHO: HI"), ("done", {})]  # ..._PLAIN_CASE=upper
+
+
+def test_a_failure_after_commit_is_the_dialects_terminal_event(plain_server: str) -> None:
+    body = {"model": "m", "prompt": "[delay:0.5] [error:503]", "stream": True}
+    response = _post(plain_server, body)
+    assert response.status_code == 200
+    events = _events(response.text)
+    assert events[0] == ("wait", "hold on")
+    assert events[-1][0] == "error"
+    assert events[-1][1]["status"] == 503
+    assert [name for name, _ in events].count("error") == 1
+
+
+def test_a_failure_before_commit_is_an_http_error_in_the_dialects_shape(plain_server: str) -> None:
+    response = _post(plain_server, {"model": "m", "prompt": "[error:429]", "stream": True})
+    assert response.status_code == 429
+    assert "simulated HTTP 429" in response.json()["error"]
+    refused = _post(plain_server, {"model": "m", "prompt": 3, "stream": True})
+    assert refused.status_code == 400
+    assert refused.json() == {"error": "prompt must be a string", "param": "prompt"}
+
+
+def test_a_non_streaming_request_gets_the_backends_json(plain_server: str) -> None:
+    response = _post(plain_server, {"model": "m", "prompt": "plain"})
+    assert response.status_code == 200
+    assert response.json() == {"model": "m", "text": "echo: plain"}
+
+
+def test_the_metrics_count_the_dialect_by_its_name(plain_server: str) -> None:
+    _post(plain_server, {"model": "m", "prompt": "x", "stream": True})
+    metrics = httpx.get(f"{plain_server}/metrics").text
+    assert 'aiostream_synth_requests_total{dialect="plain",stream="true",outcome="completed"}' in (
+        metrics
+    )
+
+
+def test_the_built_in_dialects_are_still_served_beside_it(plain_server: str) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    response = httpx.post(f"{plain_server}/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200
+    assert response.text.endswith("data: [DONE]\n\n")
+
+
+# -- the command line -------------------------------------------------------------------------
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-m", "aiostream_synth", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_help_lists_the_loaded_dialects_options() -> None:
+    done = _cli("serve", "--dialect", f"{__name__}:PLAIN", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "the plain dialect:" in text
+    assert "--plain-wait-text PLAIN_WAIT_TEXT plain: what each keepalive event says" in text
+    assert "--plain-case {as-is,upper}" in text
+    assert "--plain-done-marker, --no-plain-done-marker" in text
+    assert "[env AIOSTREAM_SYNTH_PLAIN_CASE]" in text
+
+
+@pytest.mark.parametrize(
+    ("reference", "says"),
+    [
+        ("no_such_module_here:SPEC", "No module named 'no_such_module_here'"),
+        (f"{__name__}:NOPE", "has no attribute 'NOPE'"),
+        (f"{__name__}:PlainSpec", "not a dialect spec instance"),
+        ("just-a-name", "MODULE:ATTR"),
+    ],
+)
+def test_a_dialect_that_cannot_be_loaded_is_a_usage_error(reference: str, says: str) -> None:
+    done = _cli("serve", "--dialect", reference)
+    assert done.returncode == 2
+    assert "aiostream-synth serve: error:" in done.stderr
+    assert says in done.stderr
+
+
+def test_a_wrong_option_value_is_a_usage_error_naming_it() -> None:
+    done = _cli("serve", "--dialect", f"{__name__}:PLAIN", "--plain-case", "lower")
+    assert done.returncode == 2
+    assert "--plain-case: invalid choice: 'lower'" in done.stderr
+
+
+# -- the registry, in this process ------------------------------------------------------------
+@pytest.fixture
+def plain_registered() -> Iterator[PlainSpec]:
+    register_dialect(PLAIN)
+    try:
+        yield PLAIN
+    finally:
+        unregister_dialect("plain")
+
+
+def test_registering_is_idempotent_and_unregistering_forgets(plain_registered: PlainSpec) -> None:
+    assert register_dialect(PLAIN) is PLAIN
+    assert {spec.name: spec for spec in registered_dialects()}["plain"] is PLAIN
+    assert registered_dialects()[-1] is PLAIN
+    assert load_dialects([f"{__name__}:PLAIN"]) == [PLAIN]
+
+
+def test_the_registry_refuses_a_name_or_path_that_is_taken(plain_registered: PlainSpec) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register_dialect(PlainSpec())
+    other = PlainSpec()
+    other.name = "other"
+    with pytest.raises(ValueError, match="cannot answer /v1/plain: dialect 'plain' does"):
+        register_dialect(other)
+    clash = PlainSpec()
+    clash.name, clash.paths = "clash", ("/v1/chat/completions",)
+    with pytest.raises(ValueError, match="dialect 'chat' does"):
+        register_dialect(clash)
+    bad = PlainSpec()
+    bad.name = "Bad-Name"
+    with pytest.raises(ValueError, match="lower-case"):
+        register_dialect(bad)
+    with pytest.raises(ValueError, match="built-in"):
+        unregister_dialect("chat")
+
+
+def test_options_are_built_from_the_dataclass(plain_registered: PlainSpec) -> None:
+    fields = {
+        option.field: option for option in dialect_option_fields(PLAIN.name, PLAIN.options_type)
+    }
+    assert fields["case"].choices == ("as-is", "upper")
+    assert fields["done_marker"].kind is bool
+    built = build_dialect_options(registered_dialects(), {"plain": {"case": "upper"}})
+    assert built["plain"] == PlainOptions(case="upper")
+    assert built["chat"] == ChatOptions()  # every dialect with options gets its defaults
+    with pytest.raises(ValueError, match="dialect plain has no option colour"):
+        build_dialect_options(registered_dialects(), {"plain": {"colour": "red"}})
+    with pytest.raises(ValueError, match="dialect chat has no option x"):
+        build_dialect_options(registered_dialects(), {"chat": {"x": 1}})
+    with pytest.raises(ValueError, match="a dialect without options"):
+        build_dialect_options(registered_dialects(), {"nobody": {"x": 1}})
+
+
+def test_an_option_no_command_line_can_give_is_refused() -> None:
+    @dataclasses.dataclass
+    class Listy:
+        items: list[str] = dataclasses.field(default_factory=list)
+
+    spec = PlainSpec()
+    spec.options_type = Listy
+    with pytest.raises(TypeError, match="option items has type"):
+        dialect_option_fields(spec.name, spec.options_type)
+
+
+# -- through the engine, on both loops --------------------------------------------------------
+@pytest.mark.anyio
+async def test_the_app_streams_it_with_its_options_on_both_loops(
+    plain_registered: PlainSpec,
+) -> None:
+    """Keepalive events until the backend answers (it waits for the second), then the answer
+    shaped by the options the settings carry."""
+    body = json.dumps({"model": "m", "prompt": "loops", "stream": True}).encode()
+    request = OneRequest(body)
+    two_waits = anyio.Event()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        await request.send(message)
+        if sum(b"event: wait" in m.get("body", b"") for m in request.bodies) >= 2:
+            two_waits.set()
+
+    async def backend(call: BackendCall) -> Any:
+        assert (call.dialect, call.params) == ("plain", {"model": "m", "prompt": "loops"})
+        await two_waits.wait()
+        return {"text": "answer"}
+
+    options = PlainOptions(wait_text="tick", case="upper", done_marker=False)
+    app = SynthesizingApp(
+        backend, StreamSettings(keepalive_interval=0.01, dialect_options={"plain": options})
+    )
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/plain",
+        "raw_path": b"/v1/plain",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    with anyio.fail_after(60):
+        await app(scope, request.receive, send)
+    text = b"".join(m.get("body", b"") for m in request.bodies).decode()
+    events = _events(text)
+    assert events[:2] == [("wait", "tick"), ("wait", "tick")]
+    assert events[-1] == ("text", "ANSWER")
+    assert ("done", {}) not in events
+
+
+def test_settings_refuse_options_of_another_type(plain_registered: PlainSpec) -> None:
+    with pytest.raises(ValueError, match=r"dialect_options\['plain'\] must be PlainOptions"):
+        StreamSettings(dialect_options={"plain": {"case": "upper"}})
+    with pytest.raises(ValueError, match=r"dialect_options\['chat'\] must be ChatOptions"):
+        StreamSettings(dialect_options={"chat": PlainOptions()})
+    with pytest.raises(ValueError, match="unknown dialect 'nobody'"):
+        StreamSettings(dialect_options={"nobody": PlainOptions()})
