@@ -23,6 +23,11 @@ import anyio
 import httpx
 import pytest
 
+from aiostream_synth._dialects.routes import (
+    RouteTable,
+    compile_template,
+    request_target,
+)
 from aiostream_synth._proxy.dialect_plugins import (
     build_dialect_options,
     dialect_option_fields,
@@ -33,6 +38,7 @@ from aiostream_synth.dialects import (
     ChatOptions,
     ErrorResponse,
     Outcome,
+    RequestTarget,
     register_dialect,
     registered_dialects,
     unregister_dialect,
@@ -103,7 +109,9 @@ class PlainReplies:
 
 class PlainSpec:
     name = "plain"
-    paths: tuple[str, ...] = ("/v1/plain",)
+    #: The body says it all, or (as Gemini's API does) the URL names the model and the method:
+    #: ``/v1/models/m:plainStream?alt=sse`` streams, ``:plainGenerate`` does not.
+    paths: tuple[str, ...] = ("/v1/plain", "/v1/models/{model}:{method}")
     upstream_path = "/plain"
     storage = None
     options_type: type[Any] = PlainOptions
@@ -112,6 +120,15 @@ class PlainSpec:
 
     def wants_stream(self, body: Any) -> bool:
         return isinstance(body, dict) and body.get("stream") is True
+
+    def from_target(self, body: dict[str, Any], target: RequestTarget) -> dict[str, Any]:
+        if "model" not in target.params:
+            return body
+        method = target.params["method"]
+        if method not in ("plainStream", "plainGenerate"):
+            raise RequestError(404, f"no method {method}")
+        stream = method == "plainStream" and target.query.get("alt") == "sse"
+        return {**body, "model": target.params["model"], "stream": stream}
 
     def prepare(self, body: dict[str, Any], *, sanitize: Any, params_model: Any) -> PreparedRequest:
         for key in ("model", "prompt"):
@@ -223,6 +240,24 @@ def test_a_non_streaming_request_gets_the_backends_json(plain_server: str) -> No
     response = _post(plain_server, {"model": "m", "prompt": "plain"})
     assert response.status_code == 200
     assert response.json() == {"model": "m", "text": "echo: plain"}
+
+
+def test_a_route_template_carries_the_model_and_the_stream_choice(plain_server: str) -> None:
+    """The URL names the model and whether to stream (Gemini's shape); the dialect folds them
+    into the body it prepares."""
+    url = f"{plain_server}/v1/models/gem-1:plainStream?alt=sse"
+    streamed = httpx.post(url, json={"prompt": "url [delay:0.5]"}, timeout=60)
+    assert streamed.status_code == 200
+    events = _events(streamed.text)
+    assert events[0] == ("wait", "hold on")
+    assert events[-2:] == [("text", "ECHO: URL"), ("done", {})]
+    url = f"{plain_server}/v1/models/gem%2D2:plainGenerate"
+    whole = httpx.post(url, json={"prompt": "whole"}, timeout=60)
+    assert whole.json() == {"model": "gem-2", "text": "echo: whole"}  # unquoted from the path
+    unknown = httpx.post(f"{plain_server}/v1/models/gem-1:explode", json={"prompt": "x"})
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": "no method explode", "param": None}
+    assert httpx.post(f"{plain_server}/v1/models/a/b:plainStream", json={}).status_code == 404
 
 
 def test_the_metrics_count_the_dialect_by_its_name(plain_server: str) -> None:
@@ -403,3 +438,48 @@ def test_settings_refuse_options_of_another_type(plain_registered: PlainSpec) ->
         StreamSettings(dialect_options={"chat": PlainOptions()})
     with pytest.raises(ValueError, match="unknown dialect 'nobody'"):
         StreamSettings(dialect_options={"nobody": PlainOptions()})
+
+
+@pytest.mark.anyio
+async def test_the_starlette_routes_serve_it_with_its_templates(
+    plain_registered: PlainSpec,
+) -> None:
+    """The sse-starlette adapter routes the templates too (Starlette's own path parameters)."""
+    from starlette.applications import Starlette
+
+    from aiostream_synth.starlette import synthesizing_routes
+
+    async def backend(call: BackendCall) -> Any:
+        return {"text": f"{call.params['model']} says {call.params['prompt']}"}
+
+    app = Starlette(routes=synthesizing_routes(backend, StreamSettings(keepalive_interval=5)))
+    transport = httpx.ASGITransport(app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        streamed = await http.post("/v1/models/m7:plainStream?alt=sse", json={"prompt": "hi"})
+        whole = await http.post("/v1/models/m7:plainGenerate", json={"prompt": "hi"})
+    assert _events(streamed.text) == [("text", "m7 says hi"), ("done", {})]
+    assert whole.json() == {"text": "m7 says hi"}
+
+
+def test_route_templates_match_one_segment_per_part_literal_paths_first() -> None:
+    literal, templated = PlainSpec(), PlainSpec()
+    table = RouteTable(
+        {"/v1/models/fixed:plainStream": literal, "/v1/models/{model}:{method}": templated}
+    )
+    assert table.match("/v1/models/fixed:plainStream") is literal
+    assert table.match("/v1/models/other:plainStream") is templated
+    assert table.match("/v1/models/a/b:plainStream") is None
+    assert table.match("/v1/models/:plainStream") is None  # a part matches one character at least
+    target = request_target(templated, "/v1/models/gem%2D1:plainStream", b"alt=sse&alt=json&x=")
+    assert target.params == {"model": "gem-1", "method": "plainStream"}
+    assert target.query == {"alt": "json", "x": ""}  # the last value of a repeated name
+
+
+@pytest.mark.parametrize("template", ["/v1/{", "/v1/{1x}", "/v1/}x", "/v1/{a-b}"])
+def test_a_malformed_template_is_refused(template: str) -> None:
+    with pytest.raises(ValueError, match="a route template's parts are"):
+        compile_template(template)
+    spec = PlainSpec()
+    spec.name, spec.paths = "malformed", (template,)
+    with pytest.raises(ValueError, match="a route template's parts are"):
+        register_dialect(spec)

@@ -26,6 +26,7 @@ if _typing.TYPE_CHECKING:
     from aiostream_synth._dialects.base import ErrorResponse as ErrorResponse
     from aiostream_synth._dialects.base import LocalRoute as LocalRoute
     from aiostream_synth._dialects.base import Outcome as Outcome
+    from aiostream_synth._dialects.base import RequestTarget as RequestTarget
     from aiostream_synth._dialects.base import StreamDialect as StreamDialect
     from aiostream_synth._dialects.chat.options import ChatOptions as ChatOptions
     from aiostream_synth._dialects.registry import register_dialect as register_dialect
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "ErrorResponse": "aiostream_synth._dialects.base",
     "LocalRoute": "aiostream_synth._dialects.base",
     "Outcome": "aiostream_synth._dialects.base",
+    "RequestTarget": "aiostream_synth._dialects.base",
     "StreamDialect": "aiostream_synth._dialects.base",
     "register_dialect": "aiostream_synth._dialects.registry",
     "registered_dialects": "aiostream_synth._dialects.registry",
@@ -63,6 +65,7 @@ __all__ = [
     "ErrorResponse",
     "LocalRoute",
     "Outcome",
+    "RequestTarget",
     "ResponsesOptions",
     "StreamDialect",
     "register_dialect",

@@ -43,6 +43,7 @@ __all__ = [
     "ErrorResponse",
     "LocalRoute",
     "Outcome",
+    "RequestTarget",
     "Storage",
     "StoredEvent",
     "StreamDialect",
@@ -61,6 +62,16 @@ class ErrorResponse:
     status_code: int
     body: dict[str, Any]
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTarget:
+    """Where a request was sent: its path, what the route template's ``{name}`` parts matched,
+    and its query (each name's last value)."""
+
+    path: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
 
 
 class DialectStream(Protocol):
@@ -225,7 +236,9 @@ class DialectSpec(Protocol):
 
     @property
     def paths(self) -> tuple[str, ...]:
-        """The paths it answers (``POST``), with and without ``/v1``."""
+        """The paths it answers (``POST``), with and without ``/v1``; a ``{name}`` part matches
+        one path segment (``/v1beta/models/{model}:generateContent``), given to
+        :meth:`from_target`."""
         ...
 
     @property
@@ -261,6 +274,13 @@ class DialectSpec(Protocol):
 
     def wants_stream(self, body: Any) -> bool:
         """Whether ``body`` asks for a streamed answer."""
+        ...
+
+    def from_target(self, body: dict[str, Any], target: RequestTarget) -> dict[str, Any]:
+        """The body as this dialect prepares it, given where the request was sent (its path's
+        ``{name}`` parts, its query): an API that carries part of a request in its URL (the
+        model, whether it streams) folds it in here; it may raise ``RequestError`` (a 404 for a
+        path it does not serve). The built-in dialects return ``body`` as it is."""
         ...
 
     def prepare(

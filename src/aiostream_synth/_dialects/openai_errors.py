@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from aiostream_synth._dialects.base import ErrorResponse, LocalRoute
+from aiostream_synth._dialects.base import ErrorResponse, LocalRoute, RequestTarget
 from aiostream_synth._wire.usage import warm_usage
 
 __all__ = ["OpenAISpecBase", "openai_error"]
@@ -35,6 +35,9 @@ class OpenAISpecBase:
     local_routes: Mapping[str, LocalRoute] = {}
     #: The embedded model knows both OpenAI dialects itself.
     embedded: None = None
+
+    def from_target(self, body: dict[str, Any], target: RequestTarget) -> dict[str, Any]:
+        return body
 
     def upstream_headers(
         self,

@@ -17,6 +17,7 @@ from aiostream_synth._dialects.base import DialectSpec
 from aiostream_synth._dialects.chat.spec import CHAT
 from aiostream_synth._dialects.names import Dialect
 from aiostream_synth._dialects.responses.spec import RESPONSES
+from aiostream_synth._dialects.routes import RouteTable, compile_template
 
 __all__ = [
     "Dialect",
@@ -54,6 +55,8 @@ def register_dialect(spec: DialectSpec) -> DialectSpec:
     if spec.name in _BY_NAME:
         raise ValueError(f"a dialect named {spec.name!r} is already registered")
     taken = {path: other.name for other in _BY_NAME.values() for path in _paths(other)}
+    for path in spec.paths:
+        compile_template(path)  # ValueError for a malformed template
     for path in _paths(spec):
         if path in taken:
             raise ValueError(
@@ -85,11 +88,12 @@ def spec_for(dialect: str | DialectSpec) -> DialectSpec:
         raise ValueError(f"unknown dialect {dialect!r}; expected one of {known}") from None
 
 
-def route_table(names: Mapping[str, str] | None = None) -> dict[str, DialectSpec]:
-    """``{path: spec}``: every registered dialect's paths, or the given ``{path: dialect name}``."""
+def route_table(names: Mapping[str, str] | None = None) -> RouteTable:
+    """``{path: spec}``: every registered dialect's paths (and templates), or the given
+    ``{path: dialect name}``; :meth:`RouteTable.match` finds the spec of a request's path."""
     if names is not None:
-        return {path: spec_for(name) for path, name in names.items()}
-    return {path: spec for spec in _BY_NAME.values() for path in spec.paths}
+        return RouteTable({path: spec_for(name) for path, name in names.items()})
+    return RouteTable({path: spec for spec in _BY_NAME.values() for path in spec.paths})
 
 
 def wants_stream(body: Any, dialect: Dialect) -> bool:

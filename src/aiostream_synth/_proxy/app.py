@@ -291,7 +291,7 @@ class ProxyApp:
         """The dialect of an authorized ``POST`` to one of its paths (None for anything else)."""
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
-        spec = self.synth.routes.get(scope["path"].rstrip("/") or "/")
+        spec = self.synth.routes.match(scope["path"].rstrip("/") or "/")
         if spec is None or not self._authorized(scope):
             return None
         return spec
@@ -351,7 +351,7 @@ class ProxyApp:
             await send({"type": "http.response.body", "body": body})
             return
         if not self._authorized(scope):
-            spec = self.synth.routes.get(path)
+            spec = self.synth.routes.match(path)
             if spec is None:
                 error = RequestError(401, "Incorrect API key provided.", code="invalid_api_key")
                 await send_json(send, 401, error.body)

@@ -58,7 +58,14 @@ def load_dialects(references: Iterable[str]) -> list[DialectSpec]:
             raise ValueError(f"dialect {reference}: {exc}") from None
         missing = [
             name
-            for name in ("name", "paths", "prepare", "stream_dialect", "upstream_headers")
+            for name in (
+                "name",
+                "paths",
+                "from_target",
+                "prepare",
+                "stream_dialect",
+                "upstream_headers",
+            )
             if not hasattr(found, name)
         ]
         if isinstance(found, type) or missing:

@@ -38,6 +38,7 @@ from aiostream_synth._dialects.prepared import (
     parse_json_body,
 )
 from aiostream_synth._dialects.registry import route_table, spec_for
+from aiostream_synth._dialects.routes import RouteTable, request_target
 from aiostream_synth._engine.coalesce import Coalescer
 from aiostream_synth._engine.loops import running_asyncio_loop
 from aiostream_synth._engine.shutdown import ShutdownSignal
@@ -341,6 +342,7 @@ async def handle_request(
     spec = spec_for(spec)
     headers = request_headers(scope)
     extra = dict(spec.response_headers())
+    target = request_target(spec, scope["path"].rstrip("/") or "/", scope.get("query_string", b""))
     keep: _Keep | None = None
     try:
         refuse_when_closing(shutdown)
@@ -348,11 +350,11 @@ async def handle_request(
         if background is not None and spec.storage is not None:
             # A stored conversation is continued before preparation (a bridge converts it all).
             keep = await _continued(spec, spec.storage, raw, settings, headers, background)
-            prepared = prepare(spec, keep.take_body(), settings, keep.served)
+            prepared = prepare(spec, keep.take_body(), settings, keep.served, target)
             if not keep.stored and not prepared.background:
                 keep = None  # nothing of it to keep: the frame holds none of the request
         else:
-            prepared = prepare(spec, raw, settings)
+            prepared = prepare(spec, raw, settings, target=target)
     except RequestError as exc:
         error = dialect_error(spec, exc)
         await send_answer(send, error, extra)
@@ -613,7 +615,7 @@ class SynthesizingApp:
         self.backend = backend
         self.settings = settings or StreamSettings()
         self.shutdown = shutdown or ShutdownSignal()
-        self.routes: dict[str, DialectSpec] = route_table(routes)
+        self.routes: RouteTable = route_table(routes)
         #: Paths a dialect answers itself (``count_tokens``), for the dialects routed above.
         self.local_routes: dict[str, tuple[DialectSpec, LocalRoute]] = {
             path: (spec, route)
@@ -647,7 +649,7 @@ class SynthesizingApp:
         if local is not None and scope["method"] == "POST":
             await answer_locally(local[0], local[1], receive, send, self.settings)
             return
-        spec = self.routes.get(path)
+        spec = self.routes.match(path)
         stored = (
             None if spec is not None or self.background is None else stored_route(self.routes, path)
         )

@@ -39,6 +39,7 @@ import anyio.abc
 from aiostream_synth._dialects.base import (
     DialectSpec,
     ErrorResponse,
+    RequestTarget,
     StreamDialect,
 )
 from aiostream_synth._dialects.bridges.options import BridgeOptions
@@ -382,12 +383,15 @@ def prepare(
     raw: bytes | dict[str, Any],
     settings: StreamSettings,
     served: Sequence[tuple[tuple[str | int, ...], str]] = (),
+    target: RequestTarget | None = None,
 ) -> PreparedRequest:
     """The dialect's request preparation (of the raw body, or of one already parsed) with the
     settings' sanitizer options, one log record for what it removed (``log_removals``; with
     what the proxy's store ``served`` of the client's body, benign), then the ``on_prepared``
-    hook."""
+    hook. ``target`` (where the request was sent) goes to the dialect's ``from_target``."""
     body = raw if isinstance(raw, dict) else parse_json_body(raw)
+    if target is not None:
+        body = spec.from_target(body, target)
     if settings.upstream_api is None:
         prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
     else:

@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from aiostream_synth._dialects.base import DialectSpec, LocalRoute
+from aiostream_synth._dialects.base import DialectSpec, LocalRoute, RequestTarget
 from aiostream_synth._dialects.prepared import parse_json_body
 from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.shutdown import ShutdownSignal
@@ -147,7 +147,10 @@ def synthesizing_endpoint(
             refuse_when_closing(shutdown)
             # The same limited read as the native path, on this request's ASGI receive.
             raw = await read_body(request.receive, options.max_body_bytes)
-            prepared = prepare(spec, raw, options)
+            target = RequestTarget(
+                request.url.path, dict(request.path_params), dict(request.query_params)
+            )
+            prepared = prepare(spec, raw, options, target=target)
         except RequestError as exc:
             error = dialect_error(spec, exc)
             return _json(error.status_code, error.body, {**extra, **error.headers})

@@ -24,7 +24,13 @@ from aiostream_synth._dialects.anthropic.sanitize import (
 )
 from aiostream_synth._dialects.anthropic.stream import AnthropicDialect
 from aiostream_synth._dialects.anthropic.synthesis import known_block_types
-from aiostream_synth._dialects.base import DialectSettings, ErrorResponse, LocalRoute, Outcome
+from aiostream_synth._dialects.base import (
+    DialectSettings,
+    ErrorResponse,
+    LocalRoute,
+    Outcome,
+    RequestTarget,
+)
 from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
 from aiostream_synth._params.models import anthropic_params, params_dict
 from aiostream_synth._params.removals import Removals
@@ -114,6 +120,10 @@ class AnthropicSpec:
             event_keepalive_s=options.event_keepalive_s,
             unknown_blocks=options.unknown_blocks,
         )
+
+    def from_target(self, body: dict[str, Any], target: RequestTarget) -> dict[str, Any]:
+        """The body as it is (Claude Code's ``?beta=true`` changes nothing here)."""
+        return body
 
     def upstream_headers(
         self,

@@ -1,0 +1,97 @@
+"""Which dialect answers a path: literal paths (``/v1/responses``) and templates whose
+``{name}`` parts match one path segment each (``/v1beta/models/{model}:streamGenerateContent``),
+for an API that carries part of a request in its URL. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from aiostream_synth._dialects.base import RequestTarget
+
+if TYPE_CHECKING:
+    from aiostream_synth._dialects.base import DialectSpec
+
+__all__ = ["RequestTarget", "RouteTable", "compile_template", "request_target"]
+
+#: A ``{name}`` part of a template: a Python identifier.
+_PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@functools.lru_cache(maxsize=256)
+def compile_template(template: str) -> re.Pattern[str] | None:
+    """The pattern of a template (each ``{name}``: one or more characters of one path segment);
+    None for a literal path. ``ValueError`` for a brace that opens no valid ``{name}``."""
+    if "{" not in template and "}" not in template:
+        return None
+    pattern, position = "", 0
+    for found in _PARAMETER.finditer(template):
+        pattern += re.escape(template[position : found.start()])
+        pattern += f"(?P<{found.group(1)}>[^/]+?)"
+        position = found.end()
+    rest = template[position:]
+    if "{" in rest or "}" in rest or "{" in _PARAMETER.sub("", template[:position]):
+        raise ValueError(f"a route template's parts are {{name}}, not {template!r}")
+    return re.compile(pattern + re.escape(rest) + r"\Z")
+
+
+class RouteTable(Mapping[str, "DialectSpec"]):
+    """``{path or template: spec}``, matched against a request's path: a literal path first,
+    then the templates in order."""
+
+    __slots__ = ("_routes", "_templates")
+
+    def __init__(self, routes: Mapping[str, DialectSpec]) -> None:
+        self._routes = dict(routes)
+        self._templates = [
+            (pattern, spec)
+            for path, spec in self._routes.items()
+            if (pattern := compile_template(path)) is not None
+        ]
+
+    def __getitem__(self, path: str) -> DialectSpec:
+        return self._routes[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def match(self, path: str) -> DialectSpec | None:
+        """The spec answering ``path`` (no trailing slash), or None."""
+        spec = self._routes.get(path)
+        if spec is not None or not self._templates:
+            return spec
+        for pattern, candidate in self._templates:
+            if pattern.match(path):
+                return candidate
+        return None
+
+
+def request_target(spec: DialectSpec, path: str, query_string: bytes | str = b"") -> RequestTarget:
+    """The target of a request ``spec`` answers: the parameters of the first of its templates
+    that matches ``path``, and the query."""
+    params: dict[str, str] = {}
+    for template in spec.paths:
+        pattern = compile_template(template)
+        found = pattern.match(path) if pattern is not None else None
+        if found is not None:
+            params = {
+                name: urllib.parse.unquote(value) for name, value in found.groupdict().items()
+            }
+            break
+    if not query_string:
+        return RequestTarget(path, params, _NO_QUERY)
+    if isinstance(query_string, bytes):
+        query_string = query_string.decode("latin-1")
+    query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
+    return RequestTarget(path, params, query)
+
+
+_NO_QUERY: Mapping[str, str] = types.MappingProxyType({})
