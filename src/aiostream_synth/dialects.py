@@ -21,13 +21,13 @@ if _typing.TYPE_CHECKING:
     from aiostream_synth._dialects.anthropic.options import AnthropicOptions as AnthropicOptions
     from aiostream_synth._dialects.base import DialectSettings as DialectSettings
     from aiostream_synth._dialects.base import DialectSpec as DialectSpec
-    from aiostream_synth._dialects.base import DialectStream as DialectStream
     from aiostream_synth._dialects.base import EmbeddedReplies as EmbeddedReplies
     from aiostream_synth._dialects.base import ErrorResponse as ErrorResponse
     from aiostream_synth._dialects.base import LocalRoute as LocalRoute
     from aiostream_synth._dialects.base import Outcome as Outcome
     from aiostream_synth._dialects.base import RequestTarget as RequestTarget
     from aiostream_synth._dialects.base import StreamDialect as StreamDialect
+    from aiostream_synth._dialects.base import StreamFrames as StreamFrames
     from aiostream_synth._dialects.chat.options import ChatOptions as ChatOptions
     from aiostream_synth._dialects.registry import register_dialect as register_dialect
     from aiostream_synth._dialects.registry import registered_dialects as registered_dialects
@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ResponsesOptions": "aiostream_synth._dialects.responses.options",
     "DialectSettings": "aiostream_synth._dialects.base",
     "DialectSpec": "aiostream_synth._dialects.base",
-    "DialectStream": "aiostream_synth._dialects.base",
+    "StreamFrames": "aiostream_synth._dialects.base",
     "EmbeddedReplies": "aiostream_synth._dialects.base",
     "ErrorResponse": "aiostream_synth._dialects.base",
     "LocalRoute": "aiostream_synth._dialects.base",
@@ -60,7 +60,6 @@ __all__ = [
     "ChatOptions",
     "DialectSettings",
     "DialectSpec",
-    "DialectStream",
     "EmbeddedReplies",
     "ErrorResponse",
     "LocalRoute",
@@ -68,6 +67,7 @@ __all__ = [
     "RequestTarget",
     "ResponsesOptions",
     "StreamDialect",
+    "StreamFrames",
     "register_dialect",
     "registered_dialects",
     "unregister_dialect",

@@ -1,15 +1,15 @@
 """The dialect interface (decision P11): what the engine and the HTTP layers ask of a dialect.
 
-Two halves, each a small protocol:
+Three small protocols:
 
 * :class:`StreamDialect` — a dialect's output options (``ChatDialect``, ``ResponsesDialect``,
   ``AnthropicDialect``), passed to the engine. :meth:`StreamDialect.open_stream` gives the
-  :class:`DialectStream` of one stream: its keepalive frames, its result frames, its failure
+  :class:`StreamFrames` of one stream: its keepalive frames, its result frames, its failure
   frames after commit, and its error response before commit. The engine drives that and
   nothing else; it never learns which dialect it streams.
 * :class:`Bridge` — a client dialect served from an upstream of another dialect: the request
   converted on the way in, the complete result converted back; the client dialect's own
-  :class:`DialectStream` then streams it, keepalives and failures unchanged.
+  :class:`StreamFrames` then streams it, keepalives and failures unchanged.
 * :class:`DialectSpec` — a dialect as an HTTP API (one instance per dialect, found through
   :mod:`aiostream_synth._dialects.registry`): its routes, which requests stream, request
   preparation, the output options for a prepared request, its error shape, how a finished
@@ -38,7 +38,6 @@ __all__ = [
     "Bridge",
     "DialectSettings",
     "DialectSpec",
-    "DialectStream",
     "EmbeddedReplies",
     "ErrorResponse",
     "LocalRoute",
@@ -47,6 +46,7 @@ __all__ = [
     "Storage",
     "StoredEvent",
     "StreamDialect",
+    "StreamFrames",
 ]
 
 #: How a finished response ended, as the proxy's metrics name it.
@@ -74,7 +74,7 @@ class RequestTarget:
     query: Mapping[str, str] = field(default_factory=dict)
 
 
-class DialectStream(Protocol):
+class StreamFrames(Protocol):
     """One stream's frames in one dialect (created per stream; it may keep state, such as the
     sequence numbers and response id of a Responses stream)."""
 
@@ -105,8 +105,8 @@ class DialectStream(Protocol):
 class StreamDialect(Protocol):
     """A dialect's output options, as the engine takes them."""
 
-    def open_stream(self) -> DialectStream:
-        """A fresh :class:`DialectStream` for one stream."""
+    def open_stream(self) -> StreamFrames:
+        """A fresh :class:`StreamFrames` for one stream."""
         ...
 
 

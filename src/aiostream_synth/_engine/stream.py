@@ -12,7 +12,7 @@ completion event under a deadline set to the next keepalive tick. Consequences:
   group is entered in ``__aenter__`` and left in ``__aexit__`` of the same task.
 
 The engine knows no dialect by name (decision P11): it asks a
-:class:`~aiostream_synth._dialects.base.DialectStream` for keepalive, result and failure frames
+:class:`~aiostream_synth._dialects.base.StreamFrames` for keepalive, result and failure frames
 and for the error response before commit. The contract (race, exits, policies) is drawn in
 ARCHITECTURE.md.
 """
@@ -30,7 +30,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from aiostream_synth._dialects.base import DialectStream, StreamDialect
+from aiostream_synth._dialects.base import StreamDialect, StreamFrames
 from aiostream_synth._engine.tasks import Cancellable, TaskStarter, raise_collapsed
 from aiostream_synth._engine.tick import TickWait
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
@@ -147,7 +147,7 @@ class SynthesizedStream:
         if on_disconnect not in ("cancel", "finish"):
             raise ValueError("on_disconnect must be 'cancel' or 'finish'")
         self._backend = backend
-        self._out: DialectStream = dialect.open_stream()
+        self._out: StreamFrames = dialect.open_stream()
         self._interval = keepalive_interval
         self._timeout = timeout
         self._on_disconnect = on_disconnect
