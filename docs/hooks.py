@@ -5,7 +5,6 @@ A page holds a marker line, replaced when the site is built:
 * ``<!-- include: PATH -->``: a Markdown file of the repository (ARCHITECTURE.md, the
   changelogs, the benchmarks' README), its links to other files of the repository rewritten
   to their pages on the site (:data:`_SITE_PAGES`), so both places keep working links;
-
 * ``<!-- generated: serve-options -->``: every option of ``aiostream-synth serve`` (and
   ``demo``), read from the CLI's own argparse parser, so the page says what ``--help`` says;
 * ``<!-- generated: metrics -->``: every series ``GET /metrics`` exposes, read from the
@@ -39,6 +38,7 @@ _SITE_PAGES = {
     "CHANGELOG.md": "changelog/index.md",
     "benchmarks/README.md": "design/benchmarks.md",
     "benchmarks/HISTORY.md": "changelog/benchmarks.md",
+    "benchmarks/COSTS.md": "design/costs.md",
     "README.md": "index.md",
 }
 _LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")

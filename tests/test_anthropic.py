@@ -364,10 +364,10 @@ async def test_a_failure_before_commit_is_an_anthropic_http_error(
 
 
 def _prepare(body: dict[str, Any], **options: Any) -> Any:
-    from aiostream_synth.params import SanitizeOptions
+    from aiostream_synth.dialects import AnthropicOptions
 
     return prepare_request(
-        "anthropic", {**REQUEST, "stream": True, **body}, sanitize=SanitizeOptions(**options)
+        "anthropic", {**REQUEST, "stream": True, **body}, options=AnthropicOptions(**options)
     )
 
 
@@ -412,9 +412,7 @@ def test_system_messages_fold_into_the_user_turn() -> None:
             ],
         }
     ]
-    forwarded = _prepare(
-        {"messages": CLAUDE_CODE_MESSAGES}, anthropic_system_messages="forward"
-    ).params
+    forwarded = _prepare({"messages": CLAUDE_CODE_MESSAGES}, system_messages="forward").params
     assert [m["role"] for m in forwarded["messages"]] == ["user", "system"]
 
 
@@ -422,7 +420,7 @@ def test_system_messages_refused_in_the_wording_claude_code_recognizes() -> None
     """A13 strict: 'not supported' and "role 'system'" in the message (Claude Code then resends
     without system turns)."""
     with pytest.raises(RequestError) as info:
-        _prepare({"messages": CLAUDE_CODE_MESSAGES}, anthropic_system_messages="reject")
+        _prepare({"messages": CLAUDE_CODE_MESSAGES}, system_messages="reject")
     assert "role 'system' is not supported" in info.value.body["error"]["message"]
     assert info.value.body["error"]["param"] == "messages[1]"
 

@@ -250,6 +250,32 @@ def test_the_shared_dialect_modules_import_no_dialect() -> None:
             ), f"_dialects/{name} imports {imported}"
 
 
+#: What a measured performance figure looks like in prose: microseconds, percentiles, memory per
+#: something, a speed ratio, a before -> after pair.
+PERFORMANCE_FIGURE = re.compile(
+    r"\d\s?µs|\bp(?:50|99)\b|\d\s?(?:KiB|KB) (?:per|less)|\d(?:\.\d+)?x (?:faster|slower|its)"
+    r"|\d\s?->\s?\d"
+)
+
+
+def test_docstrings_carry_no_performance_figures() -> None:
+    """Figures go stale where a reader takes them for the API's promise: they live in
+    benchmarks/ (COSTS.md for the costs behind the code's choices); docstrings and ``#:``
+    attribute docs say why in words and point there."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        documented = [
+            ast.get_docstring(node, clean=False) or ""
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        documented += [line for line in text.splitlines() if line.strip().startswith("#:")]
+        for doc in documented:
+            found = PERFORMANCE_FIGURE.search(doc)
+            assert found is None, f"{path.relative_to(PACKAGE)}: {found.group(0)!r} in {doc[:80]!r}"
+
+
 def test_package_is_typed() -> None:
     """py.typed ships with the package."""
     assert (PACKAGE / "py.typed").exists()

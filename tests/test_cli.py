@@ -14,6 +14,7 @@ from aiostream_synth._dialects.names import BUILTIN_DIALECTS, builtin_options
 from aiostream_synth._proxy import cli
 from aiostream_synth._proxy.cli import _parser, config_from_args, main
 from aiostream_synth._proxy.config import ProxyConfig
+from aiostream_synth._proxy.dialect_plugins import dialect_option_fields
 
 
 def test_demo_streams_a_slow_turn_in_each_dialect(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,9 +56,9 @@ def test_serve_options_map_onto_the_config() -> None:
     )
     config = config_from_args(args)
     assert (config.port, config.keepalive_s) == (9, 2.5)
-    assert config.dialect_options["responses"] == {"events": "minimal", "keepalive": "events"}
+    assert config.dialect_options["responses"]["events"] == "minimal"
     assert config.timeout is None
-    assert config.drop_hosted_tools is True
+    assert config.dialect_options["responses"]["drop_hosted_tools"] is True
     assert (config.on_disconnect, config.loop, config.upstream) == ("finish", "trio", "http://u/v1")
     assert config.upstream_max_connections is None  # no cap unless asked
     assert config.read_timeout is None  # the deadline bounds an upstream call
@@ -345,9 +346,7 @@ def test_serve_help_groups_every_option_and_shows_its_default(
     # The built-in dialects' own options follow, a group each, built from their dataclasses.
     kinds = builtin_options()
     own = [
-        f"--{name}-{f.name}".replace("_", "-")
-        for name, kind in kinds.items()
-        for f in dataclasses.fields(kind)
+        option.flag for name, kind in kinds.items() for option in dialect_option_fields(name, kind)
     ]
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--help"])

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from aiostream_synth import prepare_request
 from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
 from aiostream_synth.dialects import AnthropicOptions, ChatOptions, ResponsesOptions
 
@@ -54,6 +55,26 @@ def test_a_flat_setting_is_applied_over_the_dialects_own_options() -> None:
         events="minimal", keepalive="comment"
     )
     assert given == {"responses": ResponsesOptions(keepalive="comment")}  # not changed
+
+
+def test_sanitize_options_still_work_with_a_warning() -> None:
+    """``SanitizeOptions`` (deprecated): what it sets lands in the dialects' own options."""
+    from aiostream_synth.params import SanitizeOptions
+
+    old = SanitizeOptions(drop_hosted_tools=True, anthropic_system_messages="reject")
+    with pytest.warns(DeprecationWarning, match=r"StreamSettings\(sanitize=SanitizeOptions"):
+        settings = StreamSettings(sanitize=old)
+    assert settings.dialect_options == {
+        "responses": ResponsesOptions(drop_hosted_tools=True),
+        "anthropic": AnthropicOptions(system_messages="reject"),
+    }
+    body = {"model": "m", "input": "x", "tools": [{"type": "web_search"}], "stream": True}
+    with pytest.warns(DeprecationWarning, match=r"prepare_request\(sanitize=SanitizeOptions"):
+        prepared = prepare_request("responses", body, sanitize=old)
+    assert prepared.dropped == ("tools[0]",)
+    assert prepare_request("responses", body).dropped == ()  # the default keeps it
+    new = prepare_request("responses", body, options=ResponsesOptions(drop_hosted_tools=True))
+    assert new.dropped == ("tools[0]",)
 
 
 def test_no_warning_without_a_flat_setting(recwarn: pytest.WarningsRecorder) -> None:

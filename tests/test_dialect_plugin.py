@@ -130,7 +130,9 @@ class PlainSpec:
         stream = method == "plainStream" and target.query.get("alt") == "sse"
         return {**body, "model": target.params["model"], "stream": stream}
 
-    def prepare(self, body: dict[str, Any], *, sanitize: Any, params_model: Any) -> PreparedRequest:
+    def prepare(
+        self, body: dict[str, Any], *, options: Any, params_model: Any, bridged: bool = False
+    ) -> PreparedRequest:
         for key in ("model", "prompt"):
             if not isinstance(body.get(key), str):
                 raise RequestError(400, f"{key} must be a string", param=key)

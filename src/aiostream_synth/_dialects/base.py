@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from aiostream_synth._dialects.bridges.options import BridgeOptions
-    from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest, SanitizeOptions
+    from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest
 
 __all__ = [
     "Bridge",
@@ -287,10 +287,15 @@ class DialectSpec(Protocol):
         self,
         body: dict[str, Any],
         *,
-        sanitize: SanitizeOptions,
+        options: Any,
         params_model: type[BaseModel] | None,
+        bridged: bool = False,
     ) -> PreparedRequest:
-        """A parsed body as the backend is to be called with it (raises ``RequestError``)."""
+        """A parsed body as the backend is to be called with it (raises ``RequestError``).
+
+        ``options``: this dialect's options (an instance of :attr:`options_type`), or None for
+        their defaults. ``bridged``: the request is then converted for an upstream of another
+        dialect (a dialect may prepare more of it then: what a bridge can express)."""
         ...
 
     def stream_dialect(self, prepared: PreparedRequest, settings: DialectSettings) -> StreamDialect:

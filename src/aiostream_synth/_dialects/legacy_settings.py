@@ -1,6 +1,7 @@
 """The built-in dialects' options as ``StreamSettings`` took them before each dialect owned its
-own (``StreamSettings(responses_events="minimal")``): accepted for one release, with a
-``DeprecationWarning`` naming the replacement."""
+own (``StreamSettings(responses_events="minimal")``, ``sanitize=SanitizeOptions(...)``, and
+``prepare_request(sanitize=...)``): accepted for one release, with a ``DeprecationWarning``
+naming the replacement."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiostream_synth._dialects.names import builtin_options
+from aiostream_synth._dialects.prepared import SanitizeOptions
 
-__all__ = ["LEGACY_SETTINGS", "UNSET", "Unset", "fold_legacy_settings"]
+__all__ = [
+    "LEGACY_SANITIZE",
+    "LEGACY_SETTINGS",
+    "UNSET",
+    "Unset",
+    "fold_legacy_sanitize",
+    "fold_legacy_settings",
+]
 
 
 class Unset(enum.Enum):
@@ -33,6 +42,39 @@ LEGACY_SETTINGS: dict[str, tuple[str, str]] = {
     "anthropic_unknown_blocks": ("anthropic", "unknown_blocks"),
 }
 
+#: ``{SanitizeOptions field: (dialect, its option)}``.
+LEGACY_SANITIZE: dict[str, tuple[str, str]] = {
+    "drop_custom_tools": ("responses", "drop_custom_tools"),
+    "drop_hosted_tools": ("responses", "drop_hosted_tools"),
+    "hoist_carrier_custom_tools": ("responses", "hoist_carrier_custom_tools"),
+    "anthropic_system_messages": ("anthropic", "system_messages"),
+    "allow_unchecked_auto_mode": ("anthropic", "allow_unchecked_auto_mode"),
+}
+
+
+def fold_legacy_sanitize(
+    dialect_options: Mapping[str, Any], sanitize: SanitizeOptions, where: str, stacklevel: int
+) -> dict[str, Any]:
+    """``dialect_options`` with what ``sanitize`` sets (its fields that differ from their
+    defaults) applied on top, one ``DeprecationWarning`` (``where`` names the call)."""
+    warnings.warn(
+        f"{where}(sanitize=SanitizeOptions(...)) is deprecated and goes in the next release: "
+        "its switches are the dialects' own options, in dialect_options "
+        "(ResponsesOptions(drop_hosted_tools=...), AnthropicOptions(system_messages=...); "
+        "aiostream_synth.dialects)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    folded = dict(dialect_options)
+    kinds = builtin_options()
+    defaults = SanitizeOptions()
+    for name, (dialect, option) in LEGACY_SANITIZE.items():
+        value = getattr(sanitize, name)
+        if value != getattr(defaults, name):
+            current = folded.get(dialect) or kinds[dialect]()
+            folded[dialect] = dataclasses.replace(current, **{option: value})
+    return folded
+
 
 def fold_legacy_settings(
     dialect_options: Mapping[str, Any], given: Mapping[str, Any]
@@ -43,6 +85,9 @@ def fold_legacy_settings(
     kinds = builtin_options()
     for old, value in given.items():
         if value is UNSET:
+            continue
+        if old == "sanitize":
+            folded = fold_legacy_sanitize(folded, value, "StreamSettings", stacklevel=5)
             continue
         dialect, option = LEGACY_SETTINGS[old]
         kind = kinds[dialect]

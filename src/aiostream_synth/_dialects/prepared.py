@@ -35,8 +35,11 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SanitizeOptions:
-    """Request preparation switches: the Responses sanitizer's (see
-    :func:`sanitize_streaming_responses_body`) and the Anthropic one's."""
+    """Deprecated (for one release): the request-preparation switches of the Responses and
+    Anthropic dialects, which are now their own options (``ResponsesOptions.drop_custom_tools``,
+    ``drop_hosted_tools``, ``hoist_carrier_custom_tools``; ``AnthropicOptions.system_messages``,
+    ``allow_unchecked_auto_mode``). Still taken by ``StreamSettings(sanitize=...)`` and
+    ``prepare_request(sanitize=...)``, with a ``DeprecationWarning``."""
 
     drop_custom_tools: bool = False
     drop_hosted_tools: bool = False

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.registry import prepare_bridged
+from aiostream_synth._dialects.legacy_settings import fold_legacy_sanitize
 from aiostream_synth._dialects.prepared import (
     DEFAULT_MAX_BODY_BYTES,
     Dialect,
@@ -36,6 +37,7 @@ def prepare_request(
     dialect: Dialect,
     raw: bytes | dict[str, Any],
     *,
+    options: Any = None,
     sanitize: SanitizeOptions | None = None,
     chat_params_model: type[BaseModel] | None = None,
     responses_params_model: type[BaseModel] | None = None,
@@ -44,6 +46,11 @@ def prepare_request(
 ) -> PreparedRequest:
     """Parse, decide streaming, sanitize and validate one request (raises
     :class:`~aiostream_synth.RequestError`).
+
+    ``options``: the dialect's own options (``ResponsesOptions(drop_hosted_tools=True)``,
+    ``AnthropicOptions(system_messages="forward")``; :mod:`aiostream_synth.dialects`), None
+    for their defaults. ``sanitize`` (a ``SanitizeOptions``) is deprecated: it still works for
+    one release, with a ``DeprecationWarning``.
 
     A Responses body without ``input`` is forwarded (the upstream may answer it from
     ``previous_response_id`` or ``prompt``), unlike the library's
@@ -61,12 +68,11 @@ def prepare_request(
         "responses_params_model": responses_params_model,
     }
     model = models.get(_PARAMS_MODEL_OPTION.get(spec.name, ""))
+    if sanitize is not None:
+        given = {} if options is None else {spec.name: options}
+        options = fold_legacy_sanitize(given, sanitize, "prepare_request", 3).get(spec.name)
     if upstream is not None and upstream != spec.name:
         return prepare_bridged(
-            spec,
-            body,
-            upstream,
-            sanitize=sanitize or SanitizeOptions(),
-            options=bridge or BridgeOptions(),
+            spec, body, upstream, dialect_options=options, options=bridge or BridgeOptions()
         )
-    return spec.prepare(body, sanitize=sanitize or SanitizeOptions(), params_model=model)
+    return spec.prepare(body, options=options, params_model=model)

@@ -22,8 +22,8 @@ def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
     None on trio or outside any loop.
 
     The loop is asked first (one C call), then only the two places where a library announces
-    itself to sniffio (its thread-local and context variable): a request pays about 1 µs here
-    instead of sniffio's full lookup through ``asyncio.current_task()``, about 3 µs."""
+    itself to sniffio (its thread-local and context variable): a third of the cost of
+    sniffio's full lookup through ``asyncio.current_task()`` (the figures: benchmarks/COSTS.md)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

@@ -91,7 +91,7 @@ class SynthesizedStream:
     * ``task_group``: by default each stream opens its own task group for its backend task.
       A server holding thousands of waiting streams can pass one long-lived task group (for
       example opened in its lifespan) to spawn every backend task into, which saves that
-      group's bookkeeping per stream (about 1 KB). The stream still never outlives its task:
+      group's bookkeeping per stream. The stream still never outlives its task:
       leaving the context cancels it (or, under ``"finish"``, waits as above) and waits for it
       to end. An exception other than :class:`Exception` from the backend then reaches the
       shared group instead of this context.

@@ -1,9 +1,9 @@
 """Where long-lived backend tasks run: one task group per server, cheap per task on asyncio.
 
 A server holding thousands of waiting streams starts two tasks per stream (its backend call,
-and the shared call a retry may attach to). anyio's task group costs about 27 µs and 2.5 KB per
-task started (a task handle, its finished-event, a wrapper coroutine); on asyncio,
-:class:`BackgroundTasks` starts them straight on the loop instead (about 6.5 µs) and keeps them
+and the shared call a retry may attach to). anyio's task group costs a task handle, its
+finished-event and a wrapper coroutine per task started; on asyncio, :class:`BackgroundTasks`
+starts them straight on the loop instead (a quarter of the CPU; the figures: benchmarks/COSTS.md) and keeps them
 in a set, so that leaving it still waits for every one, cancelling them first when its body
 failed (or after :meth:`~BackgroundTasks.cancel_all`) — the task group's guarantee, without its
 per-task cost. On trio it *is* an anyio task group.

@@ -5,13 +5,15 @@ and each event loop gets its cheapest native wait instead of anyio's portable la
 
 * asyncio: one future, resolved by :meth:`TickWait.wake` or by the loop's :class:`Ticker`;
   no cancel scope and no coroutine layers per tick (anyio's scope and ``sleep`` wrappers cost
-  about 1.2 KB per waiting stream and several µs of CPU per tick). The ticker groups the
-  deadlines of every stream on the loop in slots of 5 ms under one loop timer, set for the
-  earliest group: a loop timer costs about 3 µs to arm and 600 bytes on uvloop, a place in a
-  group 0.05 µs, and each group is one wake-up of the loop (see :class:`Ticker`);
+  memory per waiting stream and CPU per tick). The ticker groups the deadlines of every stream
+  on the loop in slots of 5 ms under one loop timer, set for the earliest group: a place in a
+  group costs far less than arming a loop timer, and each group is one wake-up of the loop (see
+  :class:`Ticker`);
 * trio: ``trio.sleep_forever()`` inside a ``trio.CancelScope`` whose deadline is the tick and
-  which :meth:`TickWait.wake` cancels (about 30 µs of CPU per tick less than an anyio scope
-  around ``anyio.sleep_until`` at 10,000 waiting streams).
+  which :meth:`TickWait.wake` cancels (less CPU per tick than an anyio scope around
+  ``anyio.sleep_until``).
+
+The figures behind each choice are in benchmarks/COSTS.md.
 
 Either way an outer cancellation reaches the sleeper as usual, and a wake with nobody waiting
 does nothing. The deadline is on anyio's clock, which is the loop's own clock on both.
@@ -59,8 +61,8 @@ class Ticker:
     #: Deadlines are rounded up to a multiple of this (seconds). Each group is a wake-up of the
     #: loop, whose cost (the process sleeping and waking, the poll) is paid whether one stream
     #: or a hundred tick in it: with phases spread over the second (streams arriving at any
-    #: time, not in one burst) 1,000 streams cost 63-75 µs of CPU per keepalive in groups of
-    #: 1 ms, 29-49 µs in groups of 5 ms (in process, uvloop). 5 ms late is nothing to a
+    #: time, not in one burst) groups of 5 ms cost about half the CPU per keepalive of groups
+    #: of 1 ms (benchmarks/COSTS.md). 5 ms late is nothing to a
     #: keepalive, a deadline of minutes or the embedded model's delays.
     RESOLUTION = 0.005
 
@@ -153,7 +155,7 @@ class TickWait:
 
     def now(self) -> float:
         """The time on the clock deadlines are on (anyio's, which is the loop's own), read
-        straight from the loop: ``anyio.current_time()`` costs about 4 µs of lookups a tick."""
+        straight from the loop (``anyio.current_time()`` costs lookups on every tick)."""
         loop = self._loop
         return loop.time() if loop is not None else _trio_now()
 

@@ -130,7 +130,7 @@ def params_dict(params: BaseModel) -> dict[str, Any]:
 
     For our generated models every field value is already plain JSON data (TypedDicts validate
     to dicts), so the set fields are read directly; ``model_dump`` would walk and copy the whole
-    40 KB of a Codex request again (~30 µs). Other models are dumped normally.
+    40 KB of a Codex request again. Other models are dumped normally.
     """
     if is_mirror(type(params)):
         return {name: getattr(params, name) for name in params.model_fields_set}

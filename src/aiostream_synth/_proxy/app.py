@@ -34,7 +34,6 @@ from aiostream_synth._dialects.base import DialectSpec
 from aiostream_synth._dialects.registry import registered_dialects
 from aiostream_synth._dialects.requests import (
     PreparedRequest,
-    SanitizeOptions,
 )
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._params.removals import Removals
@@ -217,13 +216,6 @@ class ProxyApp:
             timeout=config.timeout,
             on_disconnect=config.on_disconnect,
             dialect_options=build_dialect_options(registered_dialects(), config.dialect_options),
-            sanitize=SanitizeOptions(
-                drop_custom_tools=config.drop_custom_tools,
-                drop_hosted_tools=config.drop_hosted_tools,
-                hoist_carrier_custom_tools=config.hoist_carrier_custom_tools,
-                anthropic_system_messages=config.anthropic_system_messages,
-                allow_unchecked_auto_mode=config.allow_unchecked_auto_mode,
-            ),
             coalesce=config.coalesce,
             coalesce_linger=config.coalesce_linger,
             coalesce_window=config.coalesce_window,

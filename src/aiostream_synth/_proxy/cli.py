@@ -33,13 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["config_from_args", "main"]
 
 _ENV_PREFIX = "AIOSTREAM_SYNTH_"
-_BOOL_FIELDS = (
-    "forward_authorization",
-    "drop_custom_tools",
-    "drop_hosted_tools",
-    "hoist_carrier_custom_tools",
-    "allow_unchecked_auto_mode",
-)
+_BOOL_FIELDS = ("forward_authorization",)
 #: Options that may be None: their number type, and 0 on the command line means None.
 _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "timeout": float,
@@ -49,7 +43,6 @@ _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
 }
 _CHOICES: dict[str, list[str]] = {
     "on_disconnect": ["cancel", "finish"],
-    "anthropic_system_messages": ["translate", "forward", "reject"],
     "coalesce": ["retries", "all", "off"],
     "upstream_api": list(BUILTIN_DIALECTS),
     "bridge_profile": list(BRIDGE_PROFILES),
@@ -74,11 +67,6 @@ _HELP = {
     "keepalive_s": "keepalive interval while the backend works, seconds",
     "timeout": "total deadline per backend call, seconds (0: none)",
     "on_disconnect": "when the client leaves: cancel the backend call, or let it finish",
-    "drop_custom_tools": "drop Responses custom (free-form) tools",
-    "drop_hosted_tools": "drop hosted tools (web_search, ...) the backend cannot serve",
-    "hoist_carrier_custom_tools": "hoist custom tools from additional_tools carriers",
-    "anthropic_system_messages": "Anthropic: role system inside messages is folded into the user turn, forwarded, or refused (400)",
-    "allow_unchecked_auto_mode": "Anthropic: strip Claude Code's safeguards (auto mode without its classifier) instead of refusing the request",
     "coalesce": "share one backend call: a retry after its client left or it failed (retries), any identical request (all), or never (off)",
     "coalesce_linger": "seconds a call whose clients all left waits for their retry before it is cancelled",
     "coalesce_window": "seconds a failed or abandoned call's outcome is kept for a retry",
@@ -121,15 +109,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "keepalive and streams": (
         "keepalive_s",
         "on_disconnect",
-    ),
-    "what reaches the backend": (
-        "drop_custom_tools",
-        "drop_hosted_tools",
-        "hoist_carrier_custom_tools",
-    ),
-    "Anthropic requests (Claude Code)": (
-        "anthropic_system_messages",
-        "allow_unchecked_auto_mode",
     ),
     "coalescing (retries share one backend call)": (
         "coalesce",
@@ -422,8 +401,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 def skip_unused_record_fields() -> None:
     """Stop the logging module collecting, for every record, what :data:`LOG_FORMAT` never
     shows (the logging HOWTO's "Optimization" switches): the caller's file and line, the
-    thread, the process and, from Python 3.12, the asyncio task. About 2.5 µs of the ~12 µs a
-    request's log line cost in a burst of finishing streams."""
+    thread, the process and, from Python 3.12, the asyncio task: a fifth of what a request's
+    log line cost in a burst of finishing streams (the figures: benchmarks/COSTS.md)."""
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

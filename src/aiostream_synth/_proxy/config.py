@@ -74,11 +74,6 @@ class ProxyConfig:
     #: Total deadline per backend call, seconds; None for no deadline.
     timeout: float | None = 1800.0
     on_disconnect: OnDisconnect = "cancel"
-    drop_custom_tools: bool = False
-    drop_hosted_tools: bool = False
-    hoist_carrier_custom_tools: bool = False
-    anthropic_system_messages: Literal["translate", "forward", "reject"] = "translate"
-    allow_unchecked_auto_mode: bool = False
     #: Where responses are kept for retrieval, resume and continuation (decision P12):
     #: ``memory`` (this process, bounded), a ``redis://host:port/db`` URL (a Redis or Valkey
     #: server, shared), or ``off`` (background mode and unknown chains are 400s).

@@ -92,6 +92,9 @@ class DialectOption:
     optional: bool = False
     #: 0 on the command line means None (``metadata["zero_is_none"]``: "0: no limit").
     zero_is_none: bool = False
+    #: Its name on the command line and in the environment when not ``<dialect>_<field>``
+    #: (``metadata["cli_name"]``: an option older than the dialect's own options).
+    cli_name: str | None = None
 
     @property
     def dest(self) -> str:
@@ -100,11 +103,11 @@ class DialectOption:
 
     @property
     def flag(self) -> str:
-        return f"--{self.dialect}-{self.field}".replace("_", "-")
+        return "--" + (self.cli_name or f"{self.dialect}_{self.field}").replace("_", "-")
 
     @property
     def env(self) -> str:
-        return f"{self.dialect}_{self.field}".upper()
+        return (self.cli_name or f"{self.dialect}_{self.field}").upper()
 
 
 def dialect_option_fields(name: str, kind: type[Any] | None) -> list[DialectOption]:
@@ -153,6 +156,7 @@ def dialect_option_fields(name: str, kind: type[Any] | None) -> list[DialectOpti
                 choices=choices,
                 optional=optional,
                 zero_is_none=bool(f.metadata.get("zero_is_none")),
+                cli_name=f.metadata.get("cli_name"),
             )
         )
     return options

@@ -1,7 +1,7 @@
 """``serve --server lean``: an HTTP/1.1 server of our own, for thousands of long-held streams.
 
-uvicorn holds about 11 KiB per open stream with a bare ASGI function behind it (bench_load.py's
-``floor-uvicorn``): a protocol object, a request cycle and a flow control without slots, two
+uvicorn holds several KiB per open stream even with a bare ASGI function behind it
+(bench_load.py's ``floor-uvicorn``; the figures: benchmarks/COSTS.md): a protocol object, a request cycle and a flow control without slots, two
 ``asyncio.Event``s each with its own ``deque``. This server keeps what a stream needs and no
 more, in two slotted objects: a :class:`_Connection` (the asyncio protocol, httptools' parser)
 and an :class:`_Exchange` per request (its scope, request body and response state), plus the
@@ -441,8 +441,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: _Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        #: httptools' parser, while a request is being read (about 0.9 KiB with the bound
-        #: methods it keeps): made when bytes arrive, let go between requests.
+        #: httptools' parser, while a request is being read (it keeps bound methods, close to
+        #: a KiB): made when bytes arrive, let go between requests.
         self.parser: httptools.HttpRequestParser | None = None
         self.in_message = False  # the parser is inside a request
         self.in_head = False  # ... and inside its head

@@ -1,7 +1,7 @@
 """Running :class:`ProxyApp` on a real server, with graceful shutdown.
 
 * lean (the default, lean_http.py): an HTTP/1.1 server of our own on httptools, holding less per
-  open stream than any other here (bench_load.py, N = 5,000: 10.9 KiB against uvicorn's 15.9);
+  open stream than any other here (bench_load.py; benchmarks/README.md has the figures);
   asyncio (uvloop when installed). SIGTERM/SIGINT: the listening socket closes, open streams
   get ``drain_timeout`` to finish and the rest end with their terminal failure event, idle
   connections close, then the lifespan's shutdown; a second signal stops at once.
@@ -346,13 +346,13 @@ def _tune_garbage_collector() -> None:
     * Everything alive once the app is built (modules, the params models and their validators,
       the app) is frozen beyond the collector's reach: none of it ever becomes garbage, and a
       full collection would otherwise walk all of it whenever one runs, typically in the middle
-      of a burst of finishing streams (5,000 streams finishing together: terminal lateness p50
-      0.19 -> 0.10 s, p99 0.51 -> 0.28 s).
+      of a burst of finishing streams (it about halved the terminal lateness of 5,000 streams
+      finishing together).
     * Full collections become ten times rarer. After the freeze the long-lived generation is
       nearly empty, so while a burst of streams opens, CPython's "the old generation grew by a
       quarter" rule lets a full collection run every ten second-generation collections, each
-      walking every stream opened so far: 5,000 requests arriving together spent about 60 µs
-      each in the collector, half of their whole cost (in process: 128 -> 74 µs per request).
+      walking every stream opened so far: requests arriving together by the thousand spent
+      half of their whole cost in the collector. The figures: benchmarks/COSTS.md.
       Garbage cycles are still found, only later: the young collections are unchanged.
     """
     gc.collect()

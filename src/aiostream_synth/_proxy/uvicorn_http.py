@@ -3,13 +3,13 @@ each request arrived and calling it back when its client leaves.
 
 * **Arrival.** uvicorn starts a request's ASGI task once its headers are parsed, and the task
   runs when the loop gets to it: in a burst of thousands of connections, behind every request
-  parsed before it (0.46 s at p99 for 5,000 one-line requests, measured in the server; longer
-  with large bodies). The client is silent all that time too, so the stream's first keepalive
+  parsed before it (in a wave of thousands, a good part of a second, longer with large bodies;
+  benchmarks/COSTS.md). The client is silent all that time too, so the stream's first keepalive
   is due one interval after the request arrived, not after the app got to it: the scope
   carries :data:`~aiostream_synth._serving.pipeline.RECEIVED_AT`, when the request's bytes reached
   the kernel (``arrival.py``; else the loop's time when its first bytes were parsed).
 * **Disconnect.** ASGI tells an app that its client left only through a pending ``receive()``,
-  so a streaming app keeps a task waiting there for the whole stream (about 1 KiB). The scope
+  so a streaming app keeps a task waiting there for the whole stream (a task's memory). The scope
   carries :data:`~aiostream_synth._serving.pipeline.ON_DISCONNECT` instead: a function the app
   hands a callback, which ``connection_lost`` calls (soon after it is handed over when the
   connection is gone already). uvicorn notices a lost connection while it reads from it; it

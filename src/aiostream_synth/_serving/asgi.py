@@ -10,7 +10,7 @@ no-cache``, ``X-Accel-Buffering: no``), then each frame as the engine yields it.
 While streaming, one watcher task waits on ``receive`` for ``http.disconnect`` and cancels the
 request's scope, so the engine's disconnect policy runs within a scheduling step of the client
 leaving; a server that can call the app back when the client leaves spares that task (on
-asyncio a callback instead of a task in ``receive()``, about 1 KiB per waiting stream).
+asyncio a callback instead of a task in ``receive()``, a task's memory per waiting stream).
 :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly. With a response
 store, it also keeps answers that outlive their connection (background responses, stored
 chains; :mod:`aiostream_synth._serving.background`, :mod:`aiostream_synth._serving.chains`).
@@ -226,8 +226,7 @@ class _Watch:
         Either way a complete response yields the loop once before its request's own
         bookkeeping (the proxy's log line and metrics): in a burst of endings every stream's
         terminal write then goes out before any stream's bookkeeping (the watcher's wait does
-        it; with the callback, end lag p50 at N = 5,000 was 0.16-0.18 s with the yield against
-        0.19-0.27 s without)."""
+        it; with the callback, the yield lowered the end lag of a wave: benchmarks/COSTS.md)."""
         self._writing = False
         if self.task is None:
             if self._hook is not None:
@@ -597,7 +596,7 @@ class SynthesizingApp:
     triggers it too.
 
     When the server runs the ASGI lifespan, the lifespan task holds one task group for the
-    backend calls of every stream (about 1 KB less per waiting stream than a group each), and
+    backend calls of every stream (less memory per waiting stream than a group each), and
     retries share backend calls (``StreamSettings.coalesce``); without a lifespan each stream
     opens its own group and nothing is shared.
     """

@@ -159,7 +159,9 @@ class StreamSettings:
     anthropic_event_keepalive_s: float | Unset | None = UNSET
     #: Deprecated: ``AnthropicOptions.unknown_blocks``.
     anthropic_unknown_blocks: Literal["drop", "passthrough"] | Unset = UNSET
-    sanitize: SanitizeOptions = field(default_factory=SanitizeOptions)
+    #: Deprecated (for one release): the request-preparation switches are the Responses and
+    #: Anthropic dialects' own options (``ResponsesOptions.drop_hosted_tools``...).
+    sanitize: SanitizeOptions | Unset = UNSET
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Called with every request that passed preparation (for logging and metrics).
     on_prepared: Callable[[PreparedRequest], object] | None = None
@@ -182,7 +184,7 @@ class StreamSettings:
     bridge: BridgeOptions = field(default_factory=BridgeOptions)
 
     def __post_init__(self) -> None:
-        legacy = {name: getattr(self, name) for name in LEGACY_SETTINGS}
+        legacy = {name: getattr(self, name) for name in (*LEGACY_SETTINGS, "sanitize")}
         if any(value is not UNSET for value in legacy.values()):
             folded = fold_legacy_settings(self.dialect_options, legacy)
             object.__setattr__(self, "dialect_options", folded)
@@ -249,7 +251,8 @@ def _backend_for(
 class _CallOnce:
     """A backend call to make once, holding its :class:`BackendCall` only until it is made: from
     then on the backend alone decides what of the request a waiting stream keeps (the upstream
-    backend keeps the bytes it sent, not the parsed params: ~2.3x the request's JSON size)."""
+    backend keeps the bytes it sent, not the parsed params: several times the request's JSON
+    size)."""
 
     __slots__ = ("_backend", "_call")
 
@@ -392,11 +395,12 @@ def prepare(
     body = raw if isinstance(raw, dict) else parse_json_body(raw)
     if target is not None:
         body = spec.from_target(body, target)
+    options = settings.dialect_options.get(spec.name)
     if settings.upstream_api is None:
-        prepared = spec.prepare(body, sanitize=settings.sanitize, params_model=None)
+        prepared = spec.prepare(body, options=options, params_model=None)
     else:
         prepared = prepare_bridged(
-            spec, body, settings.upstream_api, sanitize=settings.sanitize, options=settings.bridge
+            spec, body, settings.upstream_api, dialect_options=options, options=settings.bridge
         )
     for path, reason in served:
         prepared.removals.add(path, reason, benign=True)

@@ -1,7 +1,7 @@
 """JSON on the wire: compact separators, UTF-8, no ASCII escaping (decision P2).
 
-orjson is used because it is 10-50x faster than the standard library on these payloads and its
-default output is exactly the wire form we want.
+orjson is used because it is an order of magnitude faster than the standard library on these
+payloads (benchmarks/COSTS.md) and its default output is exactly the wire form we want.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def dumps(value: Any, what: str = "result", path: tuple[str | int, ...] = ()) ->
 def dumps_exact(value: Any) -> bytes:
     """The same compact UTF-8 JSON as :func:`dumps`, in a bytes object of exactly its size, for
     bytes kept long (a request body held for a whole upstream call): orjson's result keeps the
-    capacity it grew to (260 KB behind 63 KB of a Codex turn; 4.7 KB behind ``{"a": 1}``).
+    capacity it grew to (several times the JSON's size; benchmarks/COSTS.md).
     What orjson cannot encode (integers beyond 64 bits) goes through the standard library, in
     the same format."""
     try:

@@ -149,8 +149,7 @@ def _zero_null_counters(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _has_null(obj: dict[str, Any]) -> bool:
     """Whether any value of ``obj`` (or of an object in it) is ``null`` (one C-level scan each;
-    a plain loop for the nested ones: 0.5 µs for a Responses usage, 1.0 with ``any()`` over a
-    generator)."""
+    a plain loop for the nested ones, half the time of ``any()`` over a generator)."""
     values = obj.values()
     if None in values:
         return True

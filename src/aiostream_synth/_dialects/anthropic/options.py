@@ -35,6 +35,26 @@ class AnthropicOptions:
         },
     )
 
+    #: Request preparation: ``role: "system"`` messages inside ``messages`` are folded into the
+    #: user turn as ``<system-reminder>`` text, forwarded, or refused with a 400.
+    system_messages: Literal["translate", "forward", "reject"] = field(
+        default="translate",
+        metadata={
+            "help": "Anthropic: role system inside messages is folded into the user turn, "
+            "forwarded, or refused (400)"
+        },
+    )
+    #: Request preparation: Claude Code's ``safeguards`` (auto mode without its classifier)
+    #: are stripped instead of refusing the request.
+    allow_unchecked_auto_mode: bool = field(
+        default=False,
+        metadata={
+            "help": "Anthropic: strip Claude Code's safeguards (auto mode without its "
+            "classifier) instead of refusing the request",
+            "cli_name": "allow_unchecked_auto_mode",
+        },
+    )
+
     def __post_init__(self) -> None:
         value = self.event_keepalive_s
         if value is not None and not (

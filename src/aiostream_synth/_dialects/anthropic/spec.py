@@ -31,7 +31,7 @@ from aiostream_synth._dialects.base import (
     Outcome,
     RequestTarget,
 )
-from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._dialects.prepared import PreparedRequest, validation_error
 from aiostream_synth._params.models import anthropic_params, params_dict
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._params.sdks import sdk_installed
@@ -84,16 +84,18 @@ class AnthropicSpec:
         self,
         body: dict[str, Any],
         *,
-        sanitize: SanitizeOptions,
+        options: Any,
         params_model: type[BaseModel] | None,
+        bridged: bool = False,
     ) -> PreparedRequest:
         if not sdk_installed("anthropic"):
             raise RequestError(501, _NO_SDK, type="api_error")
         removals = Removals()
+        own: AnthropicOptions = options or _DEFAULTS
         cleaned = sanitize_anthropic_body(
             body,
-            system_messages=sanitize.anthropic_system_messages,
-            allow_unchecked_auto_mode=sanitize.allow_unchecked_auto_mode,
+            system_messages=own.system_messages,
+            allow_unchecked_auto_mode=own.allow_unchecked_auto_mode,
             params_model=params_model,
             removals=removals,
         )

@@ -16,7 +16,7 @@ from aiostream_synth._dialects.bridges.chat_anthropic.bridge import CHAT_TO_ANTH
 from aiostream_synth._dialects.bridges.chat_responses.bridge import CHAT_TO_RESPONSES
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.responses_chat.bridge import RESPONSES_TO_CHAT
-from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest, SanitizeOptions
+from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest
 
 __all__ = ["BRIDGES", "bridge_for", "prepare_bridged"]
 
@@ -88,7 +88,7 @@ def prepare_bridged(
     body: dict[str, Any],
     upstream: str,
     *,
-    sanitize: SanitizeOptions,
+    dialect_options: Any,
     options: BridgeOptions,
 ) -> PreparedRequest:
     """Prepare ``body`` in its dialect, then convert it for ``upstream`` (a streaming request
@@ -96,12 +96,13 @@ def prepare_bridged(
     (``BridgeError`` included)."""
     bridge = bridge_for(spec.name, upstream)
     if bridge is None:
-        return spec.prepare(body, sanitize=sanitize, params_model=None)
+        return spec.prepare(body, options=dialect_options, params_model=None)
     stream = spec.wants_stream(body)
-    # Carrier tools are hoisted whole (custom ones included): the bridge can express them.
-    sanitize = dataclasses.replace(sanitize, hoist_carrier_custom_tools=True)
     prepared = spec.prepare(
-        body if stream else {**body, "stream": True}, sanitize=sanitize, params_model=None
+        body if stream else {**body, "stream": True},
+        options=dialect_options,
+        params_model=None,
+        bridged=True,
     )
     bridged = bridge.open(dataclasses.replace(prepared, body=body), options)
     echo = {**prepared.echo, **bridged.echo} if bridged.echo else prepared.echo

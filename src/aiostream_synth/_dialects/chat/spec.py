@@ -14,7 +14,7 @@ from aiostream_synth._dialects.chat.sanitize import (
 )
 from aiostream_synth._dialects.chat.stream import ChatDialect
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
-from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._dialects.prepared import PreparedRequest, validation_error
 from aiostream_synth._params.models import params_dict
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import RequestError
@@ -45,8 +45,9 @@ class ChatSpec(OpenAISpecBase):
         self,
         body: dict[str, Any],
         *,
-        sanitize: SanitizeOptions,
+        options: Any,
         params_model: type[BaseModel] | None,
+        bridged: bool = False,
     ) -> PreparedRequest:
         if not self.wants_stream(body):
             if body.get("stream") not in (None, False):

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from aiostream_synth._dialects.base import DialectSettings, Outcome
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
-from aiostream_synth._dialects.prepared import PreparedRequest, SanitizeOptions, validation_error
+from aiostream_synth._dialects.prepared import PreparedRequest, validation_error
 from aiostream_synth._dialects.responses.namespaces import namespace_map
 from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.sanitize import (
@@ -63,8 +63,9 @@ class ResponsesSpec(OpenAISpecBase):
         self,
         body: dict[str, Any],
         *,
-        sanitize: SanitizeOptions,
+        options: Any,
         params_model: type[BaseModel] | None,
+        bridged: bool = False,
     ) -> PreparedRequest:
         """A body without ``input`` is forwarded (the upstream may answer it from
         ``previous_response_id`` or ``prompt``), unlike the library's validator default. A
@@ -87,11 +88,13 @@ class ResponsesSpec(OpenAISpecBase):
             removals.add(("background",), "served by the proxy's store", benign=True)
             body = {key: value for key, value in body.items() if key != "background"}
         extra: dict[str, Any] = {} if params_model is None else {"params_model": params_model}
+        own: ResponsesOptions = options or _DEFAULTS
         cleaned, ns_map = sanitize_streaming_responses_body(
             body,
-            sanitize.drop_custom_tools,
-            sanitize.drop_hosted_tools,
-            sanitize.hoist_carrier_custom_tools,
+            own.drop_custom_tools,
+            own.drop_hosted_tools,
+            # A bridge expresses carrier tools whole, custom ones included.
+            own.hoist_carrier_custom_tools or bridged,
             removals=removals,
             **extra,
         )

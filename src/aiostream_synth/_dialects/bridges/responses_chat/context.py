@@ -54,7 +54,7 @@ class ResponsesChatContext:
         """The request is converted: keep what converting the answer reads, compactly (the
         context lives as long as the turn; an empty frozenset is shared, an empty set is not).
         Of the upstream ``messages`` only their size is kept: holding them would keep the whole
-        converted history (about 2.3x its JSON size in objects) for as long as the turn."""
+        converted history (several times its JSON size in objects) for as long as the turn."""
         self.custom_names = frozenset(self.custom_names) if self.custom_names else NO_NAMES
         self.history_call_ids = (
             frozenset(self.history_call_ids) if self.history_call_ids else NO_NAMES
