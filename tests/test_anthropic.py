@@ -1,8 +1,8 @@
 """Anthropic Messages: synthesis, the request side, and the native app through the anthropic SDK.
 
 Mirrors ``_dialects/anthropic``. The oracle is the anthropic SDK's own stream accumulator
-(``messages.stream().get_final_message()``) reading what the real app emits, on asyncio and trio;
-the acceptance checks of anthropic.md §7 are named where a test covers one.
+(``messages.stream().get_final_message()``) reading what the real app emits, on asyncio and
+trio.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def events(frames: Any) -> list[dict[str, Any]]:
     out = []
     for event in parse("".join(frames) if not isinstance(frames, (str, bytes)) else frames):
         payload = event.json()
-        assert event.event == payload["type"]  # A2: every block's event line names its type
+        assert event.event == payload["type"]  # every block's event line names its type
         out.append(payload)
     return out
 
@@ -66,7 +66,7 @@ def events(frames: Any) -> list[dict[str, Any]]:
 
 
 def test_the_minimal_vector_of_the_spec() -> None:
-    """anthropic.md §2.8: text + tool_use; tool input only in one input_json_delta (A3)."""
+    """text + tool_use; tool input only in one input_json_delta."""
     got = events(synthesize_anthropic_sse(message(TEXT, TOOL_USE)))
     assert [e["type"] for e in got] == [
         "message_start",
@@ -101,7 +101,7 @@ def test_the_minimal_vector_of_the_spec() -> None:
 
 
 def test_thinking_streams_its_signature() -> None:
-    """A4: thinking_delta then signature_delta; an empty thinking (display: omitted) still
+    """thinking_delta then signature_delta; an empty thinking (display: omitted) still
     gets its signature."""
     got = events(synthesize_anthropic_sse(message(THINKING, {**THINKING, "thinking": ""})))
     deltas = [e["delta"] for e in got if e["type"] == "content_block_delta"]
@@ -113,7 +113,7 @@ def test_thinking_streams_its_signature() -> None:
 
 
 def test_blocks_that_do_not_stream_start_complete() -> None:
-    """A5: redacted_thinking and server-tool results start whole; unknown types are dropped by
+    """redacted_thinking and server-tool results start whole; unknown types are dropped by
     default (Claude Code fails a turn ending in one) and passed through on request."""
     redacted = {"type": "redacted_thinking", "data": "opaque"}
     result = {
@@ -259,7 +259,7 @@ def _sdk(app: Any) -> anthropic.AsyncAnthropic:
 @pytest.mark.anyio
 @pytest.mark.parametrize("delay", [0, K * 2.5])
 async def test_the_sdk_reassembles_the_backend_message(delay: float) -> None:
-    """A1, A6, A7: get_final_message() equals the backend Message (content, stop reason, usage),
+    """get_final_message() equals the backend Message (content, stop reason, usage),
     before and after keepalives committed the stream with a minted id."""
     backend = MessagesBackend(delay=delay)
     async with _sdk(_app(backend)) as client, client.messages.stream(**REQUEST) as stream:
@@ -280,7 +280,7 @@ async def test_the_sdk_reassembles_the_backend_message(delay: float) -> None:
 async def test_keepalive_is_message_start_then_pings_then_event_keepalives(
     anyio_backend: Any,
 ) -> None:
-    """A8 and §3.3.2 on the engine: the first tick commits with message_start + ping; each tick
+    """On the engine: the first tick commits with message_start + ping; each tick
     pings; an intermediate message_delta (stop_reason null) every event_keepalive_s; none after
     the end. On trio's MockClock the spacing is exact."""
     if not isinstance(anyio_backend, tuple):
@@ -309,7 +309,7 @@ async def test_keepalive_is_message_start_then_pings_then_event_keepalives(
 
 @pytest.mark.anyio
 async def test_a_failure_after_commit_is_one_error_event() -> None:
-    """A11: one event: error with the mapped type, then the stream closes (no message_stop);
+    """one event: error with the mapped type, then the stream closes (no message_stop);
     the SDK raises."""
 
     class Overloaded(Exception):
@@ -342,7 +342,7 @@ async def test_a_failure_after_commit_is_one_error_event() -> None:
 async def test_a_failure_before_commit_is_an_anthropic_http_error(
     status: int, kind: str, retry: str
 ) -> None:
-    """A12: Anthropic's error shape with request_id in body and header; x-should-retry false
+    """Anthropic's error shape with request_id in body and header; x-should-retry false
     unless retrying can help."""
 
     class Failed(Exception):
@@ -390,7 +390,7 @@ CLAUDE_CODE_MESSAGES = [
 
 
 def test_system_messages_fold_into_the_user_turn() -> None:
-    """A13: Claude Code's role-system entries become leading <system-reminder> blocks of the user
+    """Claude Code's role-system entries become leading <system-reminder> blocks of the user
     message they follow; nothing reaches the backend as a mid-conversation system role."""
     params = _prepare({"messages": CLAUDE_CODE_MESSAGES}).params
     (user,) = params["messages"]
@@ -426,7 +426,7 @@ def test_system_messages_refused_in_the_wording_claude_code_recognizes() -> None
 
 
 def test_what_a_proxy_cannot_honour_is_a_400() -> None:
-    """A16: mcp_servers always, safeguards unless allowed (then removed and reported)."""
+    """mcp_servers always, safeguards unless allowed (then removed and reported)."""
     with pytest.raises(RequestError, match="mcp_servers"):
         _prepare({"mcp_servers": [{"type": "url", "url": "https://m", "name": "m"}]})
     with pytest.raises(RequestError, match="safeguards"):
@@ -439,7 +439,7 @@ def test_what_a_proxy_cannot_honour_is_a_400() -> None:
 
 
 def test_claude_code_fields_are_kept_and_unknown_ones_pruned() -> None:
-    """A15: context_management, output_config, thinking variants, cache_control, defer_loading
+    """context_management, output_config, thinking variants, cache_control, defer_loading
     are kept; a made-up field is pruned and reported, never a 422."""
     body = {
         "thinking": {"type": "adaptive", "display": "omitted"},
@@ -459,7 +459,7 @@ def test_claude_code_fields_are_kept_and_unknown_ones_pruned() -> None:
 
 
 def test_every_request_block_type_is_accepted() -> None:
-    """A17: history blocks of every kind the SDK knows are forwarded; an unknown one is dropped
+    """history blocks of every kind the SDK knows are forwarded; an unknown one is dropped
     and reported, never a 500."""
     history = [
         {
@@ -531,7 +531,7 @@ def test_a_wrong_value_is_an_anthropic_400_naming_its_path() -> None:
 
 @pytest.mark.anyio
 async def test_routes_auth_count_tokens_and_non_streaming() -> None:
-    """A14, A18, A19: ?beta=true, count_tokens, a non-streaming request answered with the same
+    """?beta=true, count_tokens, a non-streaming request answered with the same
     Message the stream accumulates to."""
     backend = MessagesBackend()
     app = _app(backend)

@@ -1,4 +1,4 @@
-"""The bridges as pure functions: bridge.md §8's checks that need no server.
+"""The bridges as pure functions: the checks that need no server.
 
 A Responses request (the Codex fixtures, hand-built histories) is prepared for a chat upstream
 with :func:`prepare_request` (``upstream="chat"``), the way the proxy prepares it; chat answers
@@ -76,7 +76,7 @@ def answer(
     return response
 
 
-# -- §8 checks 1-6: the fixtures ------------------------------------------------------------
+# -- the fixtures ------------------------------------------------------------
 @pytest.mark.parametrize(
     "name", ["text-turn", "shell-tool-replay", "namespaced-tool-replay", "multi-turn-replay"]
 )
@@ -112,7 +112,7 @@ def test_fixtures_bridge_to_valid_chat_bodies(name: str) -> None:
 
 
 def test_mid_conversation_developer_message() -> None:
-    """Check 5: a developer message after the conversation began is a user message in place;
+    """a developer message after the conversation began is a user message in place;
     with mid_system_policy=system a system one; with hoist it joins the leading one."""
     history = [
         {"role": "developer", "content": "Be brief."},
@@ -135,7 +135,7 @@ def test_mid_conversation_developer_message() -> None:
 
 
 def test_only_hosted_tools() -> None:
-    """Check 6: with only hosted tools no tools, tool_choice or parallel_tool_calls are sent;
+    """with only hosted tools no tools, tool_choice or parallel_tool_calls are sent;
     tool_choice 'required' is a 400 naming tool_choice."""
     tools = [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["v"]}]
     body = upstream_body(
@@ -179,9 +179,9 @@ def test_tool_choice_forcing_a_tool() -> None:
     assert narrowed["tool_choice"] == "required"
 
 
-# -- §8 checks 7-11: history -----------------------------------------------------------------
+# -- history -----------------------------------------------------------------
 def test_codex_replays_keep_assistant_answers_and_reasoning() -> None:
-    """Check 7: Codex's replay shapes (assistant messages without status, reasoning with
+    """Codex's replay shapes (assistant messages without status, reasoning with
     ``content: null`` and no id) reach the upstream as assistant text and reasoning_content."""
     history = [
         {"role": "user", "content": [{"type": "input_text", "text": "one"}]},
@@ -216,7 +216,7 @@ def test_codex_replays_keep_assistant_answers_and_reasoning() -> None:
 
 
 def test_parallel_calls_make_one_assistant_message_with_outputs_pulled_forward() -> None:
-    """Check 8 and the worked example of §1.4: calls of one turn (interleaved with text) are one
+    """calls of one turn (interleaved with text) are one
     assistant message; their outputs follow in call order; a notice between them is deferred."""
     namespace = {
         "type": "namespace",
@@ -278,13 +278,13 @@ def test_parallel_calls_make_one_assistant_message_with_outputs_pulled_forward()
         "multi_agent_v1__spawn_agent",
         "exec_command",
     ]
-    assert json.loads(calls[0]["function"]["arguments"]) == {"input": PATCH}  # check 13
+    assert json.loads(calls[0]["function"]["arguments"]) == {"input": PATCH}
     assert [m["content"] for m in messages[3:6]] == ["Success.", "spawned", "a.txt"]
     assert messages[6] == {"role": "user", "content": "<approval notice>"}
 
 
 def test_tool_only_turn_has_empty_string_content() -> None:
-    """Check 8 / A4: a tool-call-only assistant message has content "" (not null)."""
+    """a tool-call-only assistant message has content "" (not null)."""
     history = [
         {"role": "user", "content": "go"},
         {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
@@ -305,7 +305,7 @@ def test_tool_only_turn_has_empty_string_content() -> None:
 
 
 def test_deepseek_profile_replays_reasoning_or_a_placeholder() -> None:
-    """Check 9: with the deepseek profile every tool-call assistant message carries a non-empty
+    """with the deepseek profile every tool-call assistant message carries a non-empty
     reasoning_content (the original, or " "); encrypted reasoning never goes upstream."""
     history = [
         {"role": "user", "content": "go"},
@@ -340,7 +340,7 @@ def test_reasoning_out_field(field: str) -> None:
 
 
 def test_dangling_calls_and_orphan_outputs_keep_the_pairing_rule() -> None:
-    """Check 11: a call with no output gets the synthesized one; an output with no call before it
+    """a call with no output gets the synthesized one; an output with no call before it
     becomes user text (or is dropped, by option)."""
     history = [
         {"type": "function_call_output", "call_id": "gone", "output": "old output"},
@@ -365,7 +365,7 @@ def test_dangling_calls_and_orphan_outputs_keep_the_pairing_rule() -> None:
 
 
 def test_a_duplicate_call_id_in_one_turn_gets_its_own_output() -> None:
-    """A10: the second call with an id gets a synthesized output."""
+    """the second call with an id gets a synthesized output."""
     history = [
         {"role": "user", "content": "go"},
         {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
@@ -390,7 +390,7 @@ def test_a_duplicate_call_id_in_one_turn_gets_its_own_output() -> None:
 def test_replayed_arguments_that_are_not_an_object(
     arguments: str, policy: str, expected: str
 ) -> None:
-    """A6: a truncated call of an earlier turn must not fail every later request."""
+    """a truncated call of an earlier turn must not fail every later request."""
     history = [
         {"role": "user", "content": "go"},
         {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": arguments},
@@ -402,7 +402,7 @@ def test_replayed_arguments_that_are_not_an_object(
 
 
 def test_reasoning_only_tail_is_dropped() -> None:
-    """A11: a trailing reasoning-only assistant block would be a prefill; it is not sent."""
+    """a trailing reasoning-only assistant block would be a prefill; it is not sent."""
     history = [{"role": "user", "content": "go"}, {"type": "reasoning", "summary": []}]
     assert upstream_body({"input": history})["messages"] == [{"role": "user", "content": "go"}]
 
@@ -455,7 +455,7 @@ def test_user_content_parts() -> None:
     }
 
 
-# -- §8 check 22: stateless refusals -----------------------------------------------------------
+# -- stateless refusals -----------------------------------------------------------
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
@@ -499,7 +499,7 @@ def test_background_mode_is_the_servers_to_serve_not_the_upstreams() -> None:
     assert [r.path for r in prepared.removals] == ["background"]
 
 
-# -- §8 check 23: top-level fields -------------------------------------------------------------
+# -- top-level fields -------------------------------------------------------------
 def test_top_level_fields() -> None:
     schema = {"name": "out", "schema": {"type": "object"}, "strict": True}
     request = {
@@ -540,7 +540,7 @@ def test_top_level_fields() -> None:
 
 
 def test_codex_request_bridges_byte_identically_twice() -> None:
-    """Check 27: determinism (the upstream's prefix cache depends on it)."""
+    """determinism (the upstream's prefix cache depends on it)."""
     body = fixture("multi-turn-replay")
     first = json.dumps(upstream_body(body))
     assert json.dumps(upstream_body(body)) == first
@@ -604,7 +604,7 @@ def test_passthrough_custom_tools_for_openai_upstreams() -> None:
 
 @sdk_features.needs_namespace_tools  # the echoed tools hold the client's namespace tools
 def test_namespaced_call_is_restored_and_replayed_flat() -> None:
-    """Check 14."""
+    """A namespaced tool call comes back to the client with its namespace, and is replayed flat."""
     namespace = {
         "type": "namespace",
         "name": "multi_agent_v1",
@@ -626,7 +626,7 @@ def test_namespaced_call_is_restored_and_replayed_flat() -> None:
         "multi_agent_v1",
         "function_call",
     )
-    assert response["tools"] == [namespace]  # check 25: the client's tools, unflattened
+    assert response["tools"] == [namespace]  # the client's tools, unflattened
     replay = [
         {"role": "user", "content": "spawn"},
         {
@@ -646,7 +646,7 @@ def test_namespaced_call_is_restored_and_replayed_flat() -> None:
     ["functions__exec_command", "functions.exec_command", "default_api__exec_command"],
 )
 def test_hallucinated_prefixes_are_repaired(hallucinated: str) -> None:
-    """Check 15."""
+    """A function name the model prefixed on its own (``functions.``...) is repaired."""
     call = {"id": "c", "type": "function", "function": {"name": hallucinated, "arguments": "{}"}}
     response = answer(
         {"input": "x", "tools": [EXEC]},
@@ -686,7 +686,7 @@ def test_long_or_dotted_names_are_aliased_and_restored() -> None:
 
 
 def test_call_ids_are_unique_and_fresh() -> None:
-    """Check 16: an empty id, an id used twice in one answer, an id already in the history."""
+    """an empty id, an id used twice in one answer, an id already in the history."""
     history = [
         {"role": "user", "content": "go"},
         {"type": "function_call", "call_id": "call_0", "name": "exec_command", "arguments": "{}"},
@@ -810,14 +810,14 @@ def test_refusal() -> None:
 def test_finish_reason_to_status(
     finish: str | None, options: BridgeOptions | None, status: str, reason: str | None
 ) -> None:
-    """Check 19."""
+    """The chat finish reason becomes the Responses status and incomplete reason."""
     response = answer({"input": "x"}, {"role": "assistant", "content": "A"}, options, finish=finish)
     assert response["status"] == status
     assert (response["incomplete_details"] or {}).get("reason") == reason
 
 
 def test_error_answers_with_status_200_are_failures() -> None:
-    """§2.9: a 200 that carries an error, has no choices, or says finish_reason error."""
+    """a 200 that carries an error, has no choices, or says finish_reason error."""
     from aiostream_synth import BackendError
 
     prepared = bridged({"input": "x"})
@@ -852,7 +852,7 @@ def test_error_answers_with_status_200_are_failures() -> None:
     ],
 )
 def test_usage_counters_are_always_integers(usage: dict[str, Any] | None) -> None:
-    """Check 17: cached_tokens, cache_write_tokens and reasoning_tokens are integers, and the
+    """cached_tokens, cache_write_tokens and reasoning_tokens are integers, and the
     Response validates (answer() validates it)."""
     extra: dict[str, Any] = {} if usage is None else {"usage": usage}
     response = answer({"input": "x"}, {"role": "assistant", "content": "A"}, None, **extra)
@@ -876,7 +876,7 @@ def test_estimated_usage() -> None:
 
 
 def test_truncated_prompt_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
-    """Check 26."""
+    """A prompt the upstream truncated is logged as a warning."""
     caplog.set_level(logging.WARNING, "aiostream_synth.bridge")
     usage = {"prompt_tokens": 4096, "completion_tokens": 1, "total_tokens": 4097}
     answer({"input": "word " * 15000}, {"role": "assistant", "content": "A"}, usage=usage)
@@ -884,7 +884,7 @@ def test_truncated_prompt_is_warned_about(caplog: pytest.LogCaptureFixture) -> N
 
 
 def test_the_response_echoes_the_clients_request() -> None:
-    """Check 25 and §2.7: model, tools, instructions... are the client's, not the upstream's."""
+    """model, tools, instructions... are the client's, not the upstream's."""
     request = {
         "model": "gpt-client",
         "input": "x",
@@ -910,7 +910,7 @@ def test_the_response_echoes_the_clients_request() -> None:
 
 
 def test_empty_probe_is_answered_locally() -> None:
-    """§1.2: ``input: []`` with a tiny token limit needs no upstream call."""
+    """``input: []`` with a tiny token limit needs no upstream call."""
     prepared = bridged({"input": [], "max_output_tokens": 1})
     local = prepared.bridged.local_result  # type: ignore[union-attr]
     responses_types.Response.model_validate(local)
@@ -932,7 +932,7 @@ def test_pure_functions_work_on_a_raw_client_body() -> None:
     assert response["model"] == body["model"]
 
 
-# -- the reverse direction (check 24) -----------------------------------------------------------
+# -- the reverse direction -----------------------------------------------------------
 def chat_bridged(body: dict[str, Any], upstream: str) -> PreparedRequest:
     prepared = prepare_request("chat", {"model": "m", "stream": True, **body}, upstream=upstream)
     assert prepared.bridged is not None
@@ -940,7 +940,7 @@ def chat_bridged(body: dict[str, Any], upstream: str) -> PreparedRequest:
 
 
 def test_chat_client_on_a_responses_upstream() -> None:
-    """Check 24: strict false for tools without strict, store false, instructions from the
+    """strict false for tools without strict, store false, instructions from the
     system message; the answer is a valid ChatCompletion with tool calls."""
     tool = {"type": "function", "function": {"name": "lookup", "parameters": SCHEMA}}
     prepared = chat_bridged(
@@ -1055,7 +1055,7 @@ def test_failed_responses_result_is_a_backend_error() -> None:
     assert classify_failure(caught.value).code == "context_length_exceeded"
 
 
-# -- Anthropic clients on chat and Responses upstreams (anthropic.md §4) ------------------------
+# -- Anthropic clients on chat and Responses upstreams ----------------------------------------
 CLAUDE_HISTORY: dict[str, Any] = {
     "model": "claude-x",
     "max_tokens": 1000,

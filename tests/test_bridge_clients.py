@@ -5,7 +5,7 @@ openai-python and openai-node stream Responses (``create(stream=True)`` and ``st
 text, reasoning, tool calls, refusals, truncation and upstream failures; every event the proxy
 writes validates against the SDK's own event models. The Codex CLI runs text, shell,
 ``apply_patch`` and multi-turn sessions, asserting on Codex's output *and* on the chat requests
-the upstream received (bridge.md §8). The reverse bridge serves a Chat client from a Responses
+the upstream received. The reverse bridge serves a Chat client from a Responses
 upstream; Anthropic clients (the SDK, Claude Code) are served from the chat upstream.
 """
 
@@ -205,7 +205,7 @@ def test_upstream_failure_before_commit_is_an_http_error(
 def test_stateful_requests_are_refused_before_the_stream(
     bridge: tuple[str, FakeChatUpstream],
 ) -> None:
-    """Check 22 through the server: a 400 naming the parameter, no upstream call."""
+    """Through the server: a 400 naming the parameter, no upstream call."""
     url, fake = bridge
     since = len(fake.requests)
     with _client(url) as client, pytest.raises(openai.BadRequestError) as caught:
@@ -219,7 +219,7 @@ def test_every_event_validates_and_custom_calls_stream_as_custom(
 ) -> None:
     """The raw SSE of a bridged apply_patch call: every event validates against the SDK's
     models; the call is a custom_tool_call with input delta/done events; the terminal response
-    echoes the client's tools and the keepalive id (check 25)."""
+    echoes the client's tools and the keepalive id."""
     url, fake = bridge
     fake.queue.append(tool_call("apply_patch", {"input": PATCH}))
     fake.queue[-1].delay = 0.5  # keepalive events open the stream first
@@ -395,7 +395,7 @@ def test_codex_apply_patch_turn(
 def test_codex_second_turn_replays_answer_and_reasoning(
     tmp_path: pathlib.Path, bridge: tuple[str, FakeChatUpstream]
 ) -> None:
-    """Check 7: ``codex exec`` then ``codex exec resume --last``: the second upstream request
+    """``codex exec`` then ``codex exec resume --last``: the second upstream request
     holds the first answer with its reasoning as reasoning_content."""
     url, fake = bridge
     fake.queue.append(
@@ -425,7 +425,7 @@ def test_codex_second_turn_replays_answer_and_reasoning(
 def test_codex_does_not_retry_a_deterministic_upstream_error(
     tmp_path: pathlib.Path, bridge: tuple[str, FakeChatUpstream], status: int, requests: int
 ) -> None:
-    """Check 21: an upstream 400 after commit is invalid_prompt, which Codex does not retry
+    """an upstream 400 after commit is invalid_prompt, which Codex does not retry
     (one upstream request with two retries allowed); a 500 is server_error, which it does."""
     url, fake = bridge
     since = len(fake.requests)
@@ -459,7 +459,7 @@ def reverse() -> Iterator[tuple[str, FakeUpstream]]:
 
 
 def test_chat_client_on_a_responses_upstream(reverse: tuple[str, FakeUpstream]) -> None:
-    """Check 24 with openai-python: tools without strict reach the upstream with strict false,
+    """With openai-python: tools without strict reach the upstream with strict false,
     store false and the system message as instructions; the tool call streams back as chat
     chunks with an index and finish_reason tool_calls; n=2 is a 400."""
     url, fake = reverse
@@ -497,7 +497,7 @@ def test_chat_client_on_a_responses_upstream(reverse: tuple[str, FakeUpstream]) 
 
 
 def test_anthropic_sdk_on_a_chat_upstream(bridge: tuple[str, FakeChatUpstream]) -> None:
-    """anthropic.md §4: the anthropic SDK's stream helper reassembles a thinking block and text,
+    """the anthropic SDK's stream helper reassembles a thinking block and text,
     and a tool_use, from a chat upstream's answers."""
     url, fake = bridge
     with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as client:
@@ -549,7 +549,7 @@ def test_claude_code_on_a_chat_upstream(
 
 
 def test_what_the_bridge_drops_is_reported(bridge: tuple[str, FakeChatUpstream]) -> None:
-    """B-P2: a hosted tool is dropped, named in the answer's header and counted by kind and type
+    """a hosted tool is dropped, named in the answer's header and counted by kind and type
     in /metrics."""
     url, _ = bridge
     body = {"model": "m", "input": "hi", "stream": True, "tools": [LOOKUP, {"type": "web_search"}]}

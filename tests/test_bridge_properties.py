@@ -1,4 +1,4 @@
-"""Property tests of the Responses -> chat bridge's message assembly (bridge.md §1.4, B-P3).
+"""Property tests of the Responses -> chat bridge's message assembly.
 
 Histories are generated from every item kind a client replays, in any order: messages of every
 role, reasoning (with and without text), function / custom / local-shell calls and their
@@ -87,7 +87,7 @@ TOOLS = [
 def test_any_history_obeys_the_pairing_rule(
     history: list[dict[str, Any]], opts: BridgeOptions
 ) -> None:
-    """B-P3 for any history; and each call answered by exactly one tool message."""
+    """The message invariants for any history; and each call answered by exactly one tool message."""
     chat, _ = responses_to_chat_request({"model": "m", "input": history, "tools": TOOLS}, opts)
     messages = chat["messages"]
     invariants(messages)
@@ -140,6 +140,6 @@ def test_unique_calls_each_get_their_own_output(history: list[dict[str, Any]]) -
 @settings(max_examples=200, deadline=None)
 @given(histories)
 def test_bridging_is_deterministic(history: list[dict[str, Any]]) -> None:
-    """N3 / check 27: the same request always gives the same upstream body."""
+    """Determinism: the same request always gives the same upstream body."""
     body = {"model": "m", "input": history, "tools": TOOLS}
     assert responses_to_chat_request(body)[0] == responses_to_chat_request(body)[0]

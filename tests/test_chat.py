@@ -1,4 +1,4 @@
-"""Chat Completions dialect: request sanitizing (B-C01..B-C12) and synthesis (B-C13..B-C33)."""
+"""Chat Completions dialect: request sanitizing and synthesis."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_usage_attribute_on_an_object_does_not_count() -> None:
 
 
 def test_sanitize_drops_stream_fields_and_reports_usage() -> None:
-    """The B-C11 example: stream fields gone, include_usage from stream_options."""
+    """The reference example: stream fields gone, include_usage from stream_options."""
     assert sanitize_streaming_chat_body(
         {"messages": [], "stream": True, "stream_options": {"include_usage": True}}
     ) == ({"messages": []}, True)
@@ -121,12 +121,12 @@ def test_sanitize_never_mutates_the_body() -> None:
 
 
 def test_sanitize_does_not_look_at_the_stream_value() -> None:
-    """A non-True stream is still removed (dispatch decides, B-C12)."""
+    """A non-True stream is still removed (dispatch decides)."""
     assert sanitize_streaming_chat_body({"messages": [], "stream": "false"})[0] == {"messages": []}
 
 
 def test_param_fields_mirror_the_sdk_without_provider_extensions() -> None:
-    """The kept field set is the strict params model's, minus provider extensions (B-C02)."""
+    """The kept field set is the strict params model's, minus provider extensions."""
     fields = chat_param_fields()
     assert {"messages", "model", "tools", "temperature", "stream", "stream_options"} <= fields
     assert not fields & {"chat_template_kwargs", "thinking", "output_config"}
@@ -161,7 +161,7 @@ def _chunks(completion: Any, **kwargs: Any) -> list[dict[str, Any]]:
 
 
 def test_reference_vector_chunks() -> None:
-    """The protocol.md byte vector, compared as parsed objects (decision P2)."""
+    """The reference byte vector, compared as parsed objects (decision P2)."""
     completion = _completion(
         content="hi",
         reasoning_content="think",
@@ -230,7 +230,7 @@ def test_frames_are_data_only_compact_utf8_blocks() -> None:
 
 
 def test_chunk_keys_are_in_reference_order_with_fingerprint_and_usage_last() -> None:
-    """id, object, created, model, choices, then system_fingerprint, then usage (B-C14, B-C31)."""
+    """id, object, created, model, choices, then system_fingerprint, then usage."""
     completion = {
         **_completion(content="x"),
         "system_fingerprint": "fp",
@@ -252,7 +252,7 @@ def test_chunk_keys_are_in_reference_order_with_fingerprint_and_usage_last() -> 
 
 
 def test_missing_id_created_model_are_filled() -> None:
-    """Missing keys never raise (B-C15); because every chunk must validate as the SDK's
+    """Missing keys never raise; because every chunk must validate as the SDK's
     ChatCompletionChunk (P10), a missing id, created or model becomes a generated id, the
     current time and "", the same in every chunk."""
     chunks = _chunks({"choices": [{"message": {"content": "x"}}]})
@@ -263,7 +263,7 @@ def test_missing_id_created_model_are_filled() -> None:
 
 
 def test_completion_keys_are_not_copied_implicitly() -> None:
-    """service_tier and usage of the completion stay out of chunks without include_usage (B-C16, B-C28)."""
+    """service_tier and usage of the completion stay out of chunks without include_usage."""
     completion = {
         **_completion(content="x"),
         "service_tier": "default",
@@ -275,7 +275,7 @@ def test_completion_keys_are_not_copied_implicitly() -> None:
 
 
 def test_missing_message_and_empty_role_give_assistant_role() -> None:
-    """A null message is an empty one; the role delta has exactly one key (B-C17, B-C18, B-C25)."""
+    """A null message is an empty one; the role delta has exactly one key."""
     chunks = _chunks({"id": "x", "choices": [{"message": None, "finish_reason": "stop"}]})
     assert [c["choices"][0]["delta"] for c in chunks] == [{"role": "assistant"}, {}]
     chunks = _chunks({"id": "x", "choices": [{"message": {"role": ""}}]})
@@ -284,7 +284,7 @@ def test_missing_message_and_empty_role_give_assistant_role() -> None:
 
 
 def test_reasoning_falls_back_to_the_reasoning_key() -> None:
-    """Output key is reasoning_content even when the source key was reasoning (B-C19)."""
+    """Output key is reasoning_content even when the source key was reasoning."""
     deltas = [c["choices"][0]["delta"] for c in _chunks(_completion(reasoning="r"))]
     assert {"reasoning_content": "r"} in deltas
     deltas = [
@@ -295,7 +295,7 @@ def test_reasoning_falls_back_to_the_reasoning_key() -> None:
 
 
 def test_empty_content_gives_no_content_chunk() -> None:
-    """Empty string or null content: no chunk carries content (B-C20)."""
+    """Empty string or null content: no chunk carries content."""
     for content in ("", None):
         assert all(
             "content" not in c["choices"][0]["delta"] for c in _chunks(_completion(content=content))
@@ -303,7 +303,7 @@ def test_empty_content_gives_no_content_chunk() -> None:
 
 
 def test_list_content_is_joined_from_text_parts() -> None:
-    """D15: text parts joined, other parts ignored."""
+    """text parts joined, other parts ignored."""
     parts = [
         {"type": "text", "text": "a"},
         {"type": "image_url", "image_url": {}},
@@ -314,7 +314,7 @@ def test_list_content_is_joined_from_text_parts() -> None:
 
 
 def test_order_is_role_reasoning_content_refusal_tools_finish() -> None:
-    """Fixed order, every non-final chunk has finish_reason null (B-C21, B-C24)."""
+    """Fixed order, every non-final chunk has finish_reason null."""
     completion = _completion(
         content="c",
         reasoning_content="r",
@@ -328,7 +328,7 @@ def test_order_is_role_reasoning_content_refusal_tools_finish() -> None:
 
 
 def test_tool_calls_in_one_delta_with_defaults() -> None:
-    """All calls in one delta; missing id/name null, arguments '' and type function (B-C22)."""
+    """All calls in one delta; missing id/name null, arguments '' and type function."""
     completion = _completion(
         tool_calls=[{"function": {"name": "a", "arguments": None}}, {"id": "c2", "function": None}]
     )
@@ -344,7 +344,7 @@ def test_tool_calls_in_one_delta_with_defaults() -> None:
 
 
 def test_custom_tool_calls_keep_their_input() -> None:
-    """D9: a custom call streams as type custom with its name and input."""
+    """a custom call streams as type custom with its name and input."""
     completion = _completion(
         tool_calls=[{"id": "c", "type": "custom", "custom": {"name": "exec", "input": "ls -la"}}]
     )
@@ -359,7 +359,7 @@ def test_custom_tool_calls_keep_their_input() -> None:
 
 
 def test_choices_use_list_position_and_stay_in_order() -> None:
-    """Choice index = list position; all chunks of choice 0 first; tool index restarts (B-C26, B-C27)."""
+    """Choice index = list position; all chunks of choice 0 first; tool index restarts."""
     completion = {
         "id": "x",
         "choices": [
@@ -386,7 +386,7 @@ def test_choices_use_list_position_and_stay_in_order() -> None:
 
 
 def test_usage_chunk_only_when_asked_and_present() -> None:
-    """include_usage without usage gives no usage chunk; usage nulls become 0 (B-C28, P5)."""
+    """include_usage without usage gives no usage chunk; usage nulls become 0 (decision P5)."""
     assert all("usage" not in c for c in _chunks(_completion(content="x"), include_usage=True))
     completion = {
         **_completion(),
@@ -407,7 +407,7 @@ def test_usage_chunk_only_when_asked_and_present() -> None:
 
 
 def test_empty_choices_is_just_done() -> None:
-    """No choices, no usage: exactly the sentinel (B-C30)."""
+    """No choices, no usage: exactly the sentinel."""
     assert "".join(synthesize_chat_completion_sse({"id": "x"})) == "data: [DONE]\n\n"
     assert (
         "".join(synthesize_chat_completion_sse({"id": "x", "choices": None})) == "data: [DONE]\n\n"
@@ -415,7 +415,7 @@ def test_empty_choices_is_just_done() -> None:
 
 
 def test_synthesis_is_lazy_and_does_not_mutate() -> None:
-    """A generator of str; the completion is left as it was (B-C33)."""
+    """A generator of str; the completion is left as it was."""
     completion = _completion(content="x", tool_calls=[{"id": "1", "function": {"name": "f"}}])
     before = copy.deepcopy(completion)
     stream = synthesize_chat_completion_sse(completion)
@@ -425,7 +425,7 @@ def test_synthesis_is_lazy_and_does_not_mutate() -> None:
 
 
 def test_logprobs_only_behind_the_option() -> None:
-    """D16: logprobs attach to the content chunk only when asked."""
+    """logprobs attach to the content chunk only when asked."""
     completion = _completion(content="x")
     completion["choices"][0]["logprobs"] = {
         "content": [{"token": "x", "logprob": -0.1, "bytes": None, "top_logprobs": []}]

@@ -1,6 +1,6 @@
 """The Claude Code CLI and the anthropic SDKs against the proxy, offline on loopback.
 
-Claude Code runs with the recipe of anthropic.md §3.5 (fresh ``HOME``, an API key, no login, no
+Claude Code runs offline (fresh ``HOME``, an API key, no login, no
 network); both come pinned from ``tests/clients``. Without node they are skipped locally with the
 reason shown; under CI (``CI`` set) a missing client is an error, never a silent skip.
 """
@@ -97,7 +97,7 @@ def _message_posts(requests: Requests) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_claude_code_text_turn(tmp_path: pathlib.Path, proxy: Any) -> None:
-    """A25: one POST /v1/messages?beta=true, streaming, answered; nothing else requested."""
+    """one POST /v1/messages?beta=true, streaming, answered; nothing else requested."""
     url, backend, requests = proxy
     code, result, stderr = run_claude(tmp_path, url, "say hello to the proxy")
     assert code == 0, stderr
@@ -112,7 +112,7 @@ def test_claude_code_text_turn(tmp_path: pathlib.Path, proxy: Any) -> None:
 def test_claude_code_runs_bash_and_its_result_reaches_the_backend(
     tmp_path: pathlib.Path, proxy: Any
 ) -> None:
-    """A3: the tool input comes from the one input_json_delta, Bash runs, and the next backend
+    """the tool input comes from the one input_json_delta, Bash runs, and the next backend
     call carries the tool_result for that tool_use id."""
     url, backend, _ = proxy
     prompt = 'run it [tool:Bash {"command": "echo ACCEPTANCE_BASH_OK"}]'
@@ -139,7 +139,7 @@ def test_claude_code_runs_bash_and_its_result_reaches_the_backend(
 
 @pytest.mark.proxy_options(keepalive_s=1.0)
 def test_a_slow_turn_is_one_request_kept_alive_by_pings(tmp_path: pathlib.Path, proxy: Any) -> None:
-    """A10: API_TIMEOUT_MS=10000 covers the wait for headers; a backend answering after 12 s
+    """API_TIMEOUT_MS=10000 covers the wait for headers; a backend answering after 12 s
     still completes in one request, one backend call (headers and message_start at the first
     tick, then a ping a second)."""
     url, backend, requests = proxy
@@ -170,7 +170,7 @@ def test_without_keepalive_the_timeout_retry_attaches_to_the_running_call(
 def test_a_failure_after_commit_is_retried_from_the_same_backend_call(
     tmp_path: pathlib.Path, proxy: Any
 ) -> None:
-    """A11, A12 and coalescing: the stream ends with event: error, Claude Code re-sends the body
+    """A failure after commit, and coalescing: the stream ends with event: error, Claude Code re-sends the body
     without streaming, that retry gets the same (deterministic) failure from the same call as an
     HTTP error with x-should-retry: false, and the turn fails."""
     url, backend, requests = proxy
@@ -206,7 +206,7 @@ def test_a_transient_failure_after_commit_is_served_to_the_fallback(
     keepalive_s=0.2, dialect_options={"anthropic": {"event_keepalive_s": 0.5}}
 )
 def test_event_keepalives_leave_every_result_unchanged(tmp_path: pathlib.Path, proxy: Any) -> None:
-    """§3.3.2 at test scale: intermediate message_delta events during a 2 s wait; Claude Code's
+    """At test scale: intermediate message_delta events during a 2 s wait; Claude Code's
     result and the SDKs' final messages are what they are without them."""
     url, _, _ = proxy
     code, result, stderr = run_claude(tmp_path, url, "kept alive [delay:2]")
@@ -287,7 +287,7 @@ def test_claude_code_through_an_anthropic_upstream(tmp_path: pathlib.Path) -> No
     """``serve --upstream`` in front of a non-streaming Messages server: Claude Code's turn
     reaches it as one non-streaming call with Anthropic's headers (its x-api-key replaced by the
     upstream key, its betas kept), and an unknown block type the upstream returns last is
-    dropped so the turn still succeeds (A5)."""
+    dropped so the turn still succeeds."""
     from .support.cli_server import serve_cli
     from .support.fake_upstream import FakeUpstream
 

@@ -94,7 +94,7 @@ async def test_a_retry_after_a_drop_attaches_to_the_running_call(unit: float) ->
 async def test_a_call_nobody_waits_for_is_cancelled_after_the_linger(
     unit: float, exact_timing: bool
 ) -> None:
-    """A23: the client left and no retry came: the backend call is cancelled within 1 s (the
+    """the client left and no retry came: the backend call is cancelled within 1 s (the
     0.9 s linger; exact on trio's MockClock, where the test's seconds are real ones)."""
     backend = Backend(delay=3600)
     async with anyio.create_task_group() as group:

@@ -6,7 +6,6 @@ release, each with a ``DeprecationWarning`` naming its replacement."""
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
 from typing import Any
 
 import anyio
@@ -16,7 +15,7 @@ from aiostream_synth import prepare_request
 from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
 from aiostream_synth.dialects import AnthropicOptions, ChatOptions, ResponsesOptions
 
-from .support.asgi_client import OneRequest
+from .support.asgi_client import OneRequest, post_scope
 
 OLD_AND_NEW = [
     ("responses_events", "minimal", "responses", ResponsesOptions(events="minimal")),
@@ -121,18 +120,7 @@ async def test_the_chat_options_reach_the_stream() -> None:
         keepalive_interval=0.01, dialect_options={"chat": ChatOptions(keepalive="none")}
     )
     app = SynthesizingApp(backend, settings)
-    scope: MutableMapping[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json")],
-    }
+    scope = post_scope("/v1/chat/completions")
     with anyio.fail_after(60):
         await app(scope, request.receive, request.send)
     assert answered.is_set()

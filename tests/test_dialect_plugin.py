@@ -36,6 +36,8 @@ from aiostream_synth._proxy.dialect_plugins import (
 from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
 from aiostream_synth.dialects import (
     ChatOptions,
+    EmbeddedAnswer,
+    EmbeddedTool,
     ErrorResponse,
     Outcome,
     RequestTarget,
@@ -47,7 +49,7 @@ from aiostream_synth.engine import Failure
 from aiostream_synth.errors import RequestError
 from aiostream_synth.params import PreparedRequest
 
-from .support.asgi_client import OneRequest
+from .support.asgi_client import OneRequest, post_scope
 from .support.cli_server import serve_cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,11 +102,14 @@ class PlainStreamDialect:
 
 
 class PlainReplies:
-    def prompt(self, params: dict[str, Any]) -> str:
-        return str(params["prompt"])
+    def prompt(self, params: dict[str, Any]) -> tuple[str, str | None]:
+        return str(params["prompt"]), None
 
-    def reply(self, params: dict[str, Any], *, model: str, text: str) -> Any:
-        return {"model": model, "text": f"echo: {text}"}
+    def tools(self, params: dict[str, Any]) -> list[EmbeddedTool]:
+        return []
+
+    def reply(self, answer: EmbeddedAnswer) -> Any:
+        return {"model": answer.model, "text": f"echo: {answer.text}"}
 
 
 class PlainSpec:
@@ -278,13 +283,16 @@ def test_the_built_in_dialects_are_still_served_beside_it(plain_server: str) -> 
 
 
 # -- the command line -------------------------------------------------------------------------
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+def _cli(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path]),
+    }
     return subprocess.run(
         [sys.executable, "-m", "aiostream_synth", *argv],
         capture_output=True,
         text=True,
-        env=env,
+        env={**environment, **(env or {})},
         timeout=60,
         check=False,
     )
@@ -315,6 +323,17 @@ def test_a_dialect_that_cannot_be_loaded_is_a_usage_error(reference: str, says: 
     assert done.returncode == 2
     assert "aiostream-synth serve: error:" in done.stderr
     assert says in done.stderr
+
+
+def test_a_wrong_environment_value_is_a_usage_error_naming_the_variable() -> None:
+    env = {"AIOSTREAM_SYNTH_PLAIN_CASE": "lower", "AIOSTREAM_SYNTH_PLAIN_DONE_MARKER": "maybe"}
+    done = _cli("serve", "--dialect", f"{__name__}:PLAIN", env=env)
+    assert done.returncode == 2
+    assert "AIOSTREAM_SYNTH_PLAIN_CASE='lower': expected one of as-is, upper" in done.stderr
+    assert "AIOSTREAM_SYNTH_PLAIN_DONE_MARKER='maybe': expected one of" in done.stderr
+    helped = _cli("serve", "--dialect", f"{__name__}:PLAIN", "--help", env=env)
+    assert helped.returncode == 0  # --help works whatever the environment says
+    assert "--plain-case" in helped.stdout
 
 
 def test_a_wrong_option_value_is_a_usage_error_naming_it() -> None:
@@ -381,6 +400,12 @@ def test_an_option_no_command_line_can_give_is_refused() -> None:
     class Listy:
         items: list[str] = dataclasses.field(default_factory=list)
 
+    @dataclasses.dataclass
+    class MaybeFlag:
+        flag: bool | None = None
+
+    with pytest.raises(TypeError, match="option flag has type"):
+        dialect_option_fields("plain", MaybeFlag)
     spec = PlainSpec()
     spec.options_type = Listy
     with pytest.raises(TypeError, match="option items has type"):
@@ -412,18 +437,7 @@ async def test_the_app_streams_it_with_its_options_on_both_loops(
     app = SynthesizingApp(
         backend, StreamSettings(keepalive_interval=0.01, dialect_options={"plain": options})
     )
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/plain",
-        "raw_path": b"/v1/plain",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json")],
-    }
+    scope = post_scope("/v1/plain")
     with anyio.fail_after(60):
         await app(scope, request.receive, send)
     text = b"".join(m.get("body", b"") for m in request.bodies).decode()

@@ -1,4 +1,4 @@
-"""Classifying backend failures (decision P6, bridge.md §2.9), from the exceptions real clients raise."""
+"""Classifying backend failures (decision P6), from the exceptions real clients raise."""
 
 from __future__ import annotations
 

@@ -289,7 +289,7 @@ def test_any_sdk_completion_streams_valid_chunks_the_sdk_rebuilds(
     frames = "".join(synthesize_chat_completion_sse(completion, include_usage=include_usage))
     validate_chat(frames)
     if not completion["choices"] and not (include_usage and completion.get("usage")):
-        assert frames == "data: [DONE]\n\n"  # B-C30: the SDK's state has nothing to build
+        assert frames == "data: [DONE]\n\n"  # the SDK's state has nothing to build
         return
     state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
     for event in parse(frames)[:-1]:

@@ -67,7 +67,7 @@ def test_function_tools_without_strict_reach_the_backend() -> None:
 )
 def test_assistant_replays_without_status_are_forwarded(replay: dict[str, Any]) -> None:
     """(2) An assistant replay without status (with or without id or type) reaches the backend,
-    normalized so an upstream that requires them gets status, id and annotations (N1)."""
+    normalized so an upstream that requires them gets status, id and annotations."""
     params = _prepare({"input": [{"role": "user", "content": "2+2?"}, replay]})
     assert len(params["input"]) == 2
     forwarded = params["input"][1]
@@ -84,7 +84,7 @@ def test_assistant_replays_without_status_are_forwarded(replay: dict[str, Any]) 
 
 def test_codex_reasoning_replays_reach_the_backend() -> None:
     """(3) The real three-turn Codex session: every item but the two hoisted developer messages
-    reaches the backend, the reasoning item included (its null content removed, N2)."""
+    reaches the backend, the reasoning item included (its null content removed)."""
     body = fixture("multi-turn-replay")
     params = prepare_request("responses", body).params
     sent = body["input"][2:]  # the two leading developer messages become instructions
@@ -112,7 +112,7 @@ def test_codex_reasoning_replays_reach_the_backend() -> None:
     ],
 )
 def test_reasoning_replays_in_every_shape_are_forwarded(reasoning: dict[str, Any]) -> None:
-    """(3) Reasoning with null content, without id, without summary: forwarded (N2)."""
+    """(3) Reasoning with null content, without id, without summary: forwarded."""
     params = _prepare({"input": [{"role": "user", "content": "q"}, reasoning]})
     forwarded = params["input"][1]
     assert forwarded["type"] == "reasoning"
@@ -165,7 +165,7 @@ def test_a_wrongly_typed_value_is_a_400_naming_its_path() -> None:
 
 
 def test_normalized_ids_are_deterministic() -> None:
-    """N3: the same history gives byte-identical backend params on every turn (prefix caches)."""
+    """Determinism: the same history gives byte-identical backend params on every turn (prefix caches)."""
     body: dict[str, Any] = {
         "input": [
             {"role": "user", "content": "q"},

@@ -1,4 +1,4 @@
-"""Namespace flattening and restoring (B-R01, B-R05..B-R11, B-R34, B-R35, §3.5)."""
+"""Namespace flattening and restoring."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_none_and_empty_flatten_to_nothing() -> None:
 
 
 def test_non_namespace_entries_pass_through_in_position() -> None:
-    """Non-dicts, untyped dicts and other types are the same objects, in place (B-R07, B-R10)."""
+    """Non-dicts, untyped dicts and other types are the same objects, in place."""
     plain = {"type": "function", "name": "f"}
     untyped = {"name": "u"}
     ns = {"type": "namespace", "name": "ns", "description": "d", "tools": [{"name": "a"}]}
@@ -35,7 +35,7 @@ def test_non_namespace_entries_pass_through_in_position() -> None:
 
 
 def test_subtools_keep_declared_type_and_other_keys() -> None:
-    """A custom sub-tool stays custom; description/parameters kept; namespace description dropped (B-R08)."""
+    """A custom sub-tool stays custom; description/parameters kept; namespace description dropped."""
     ns = {
         "type": "namespace",
         "name": "mcp__weather",
@@ -78,7 +78,7 @@ def test_namespace_without_usable_subtools_contributes_nothing() -> None:
 
 
 def test_restore_sets_namespace_and_short_name_on_calls() -> None:
-    """function_call and custom_tool_call get namespace + name; others are the same objects (B-R34, D8)."""
+    """function_call and custom_tool_call get namespace + name; others are the same objects."""
     ns_map: NamespaceMap = {"mcp__weather__get": ("mcp__weather", "get")}
     fc = {"type": "function_call", "name": "mcp__weather__get", "call_id": "c", "arguments": "{}"}
     cc = {"type": "custom_tool_call", "name": "mcp__weather__get", "call_id": "d", "input": "x"}
@@ -127,7 +127,7 @@ def test_flatten_then_restore_round_trips_every_call(namespaces: dict[str, list[
 
 
 def test_collision_with_a_plain_tool_restores_as_namespaced() -> None:
-    """A plain tool literally named ns__x and a namespaced x: the map entry wins (§3.5)."""
+    """A plain tool literally named ns__x and a namespaced x: the map entry wins."""
     flat, ns_map = flatten_namespace_tools(
         [
             {"type": "function", "name": "ns__x"},

@@ -1,5 +1,5 @@
-"""Responses request side: sanitize (B-R12..B-R28 as decision P10 amends them), validate with
-pruning (B-R29..B-R32), dispatch."""
+"""Responses request side: sanitize (as decision P10 has it), validate with
+pruning, dispatch."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_user_messages_keep_their_text_when_ids_are_pruned(
 
 
 def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFixture) -> None:
-    """stream/stream_options always go; client bookkeeping too, in one DEBUG record (B-R19, B-R26)."""
+    """stream/stream_options always go; client bookkeeping too, in one DEBUG record."""
     caplog.set_level(logging.DEBUG, "aiostream_synth")
     cleaned = _sanitize(
         {
@@ -126,7 +126,7 @@ def test_stream_fields_and_unknown_keys_are_removed(caplog: pytest.LogCaptureFix
 
 
 def test_tools_none_becomes_empty_and_absent_stays_absent() -> None:
-    """tools: None → []; no tools key → none created (B-R20)."""
+    """tools: None → []; no tools key → none created."""
     assert _sanitize({"input": "x", "tools": None})["tools"] == []
     assert "tools" not in _sanitize({"input": "x"})
 
@@ -175,7 +175,7 @@ def test_tools_are_kept_unless_their_type_is_unknown(
 
 def test_drop_options(caplog: pytest.LogCaptureFixture) -> None:
     """drop_custom_tools drops custom; drop_hosted_tools drops all but function/custom; one
-    WARNING per call names what went and why (B-R13, B-R14)."""
+    WARNING per call names what went and why."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     tools = [FN, {"type": "custom", "name": "c"}, {"type": "web_search"}]
     assert _sanitize({"input": "x", "tools": tools})["tools"] == tools
@@ -206,7 +206,7 @@ def test_input_items_are_rewritten_validated_and_carriers_lifted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Namespaced calls flattened; unknown item types dropped and reported; carrier tools hoisted
-    (B-R21, B-R22)."""
+    ."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
         "input": [
@@ -260,7 +260,7 @@ def test_input_items_are_rewritten_validated_and_carriers_lifted(
 
 
 def test_carrier_custom_tools_hoisted_on_request_unless_dropped() -> None:
-    """hoist_carrier_custom_tools keeps carrier custom tools; drop_custom_tools wins (B-R22, D19)."""
+    """hoist_carrier_custom_tools keeps carrier custom tools; drop_custom_tools wins."""
     body = {
         "input": [
             {
@@ -278,7 +278,7 @@ def test_carrier_custom_tools_hoisted_on_request_unless_dropped() -> None:
 
 
 def test_top_level_custom_tools_stay_without_hoisting() -> None:
-    """custom entries already in tools are independent of the carrier option (B-R23)."""
+    """custom entries already in tools are independent of the carrier option."""
     assert _sanitize({"input": "x", "tools": [{"type": "custom", "name": "c"}]})["tools"] == [
         {"type": "custom", "name": "c"}
     ]
@@ -289,7 +289,7 @@ def _dev(text: Any) -> dict[str, Any]:
 
 
 def test_leading_system_messages_become_instructions() -> None:
-    """Leading system/developer texts join existing instructions with blank lines (B-R24, B-R17)."""
+    """Leading system/developer texts join existing instructions with blank lines."""
     cleaned = _sanitize(
         {
             "input": [
@@ -317,7 +317,7 @@ def test_leading_system_messages_become_instructions() -> None:
 
 
 def test_system_messages_after_user_are_not_hoisted() -> None:
-    """Only a leading run is hoisted; empty texts still removed; a string input untouched (B-R24, B-R25)."""
+    """Only a leading run is hoisted; empty texts still removed; a string input untouched."""
     cleaned = _sanitize({"input": [{"role": "user", "content": "go"}, _dev("late")]})
     assert "instructions" not in cleaned
     assert len(cleaned["input"]) == 2
@@ -346,7 +346,7 @@ def test_a_system_message_with_an_image_stays_in_the_input() -> None:
 
 
 def test_developer_after_a_leading_carrier_counts_as_leading() -> None:
-    """Carriers are removed before hoisting (B-R24)."""
+    """Carriers are removed before hoisting."""
     cleaned = _sanitize(
         {
             "input": [
@@ -360,7 +360,7 @@ def test_developer_after_a_leading_carrier_counts_as_leading() -> None:
 
 
 def test_non_string_instructions_disable_hoisting() -> None:
-    """D22: instructions that are not a string leave the input untouched."""
+    """instructions that are not a string leave the input untouched."""
     cleaned = _sanitize(
         {"instructions": [{"role": "system", "content": "x"}], "input": [_dev("d")]}
     )
@@ -413,8 +413,8 @@ def test_sanitize_never_raises_on_json_inside_a_dict(
 
 
 def test_nested_unknown_keys_are_pruned_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    """The B-R32 example: reasoning.not_a_real_field pruned, effort kept, one WARNING naming
-    both removals; input untouched (B-R30)."""
+    """The reference example: reasoning.not_a_real_field pruned, effort kept, one WARNING naming
+    both removals; input untouched."""
     caplog.set_level(logging.WARNING, "aiostream_synth")
     body = {
         "input": [],
@@ -492,7 +492,7 @@ def test_input_is_required_unless_the_caller_forwards_without_it() -> None:
 
 
 def test_validation_succeeds_on_every_sanitized_example() -> None:
-    """B-R28: cleaned bodies validate."""
+    """cleaned bodies validate."""
     for body in (
         {
             "input": [_dev("a"), {"role": "user", "content": "b"}],
@@ -525,7 +525,7 @@ def test_validation_succeeds_on_every_sanitized_example() -> None:
     ],
 )
 def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted: bool) -> None:
-    """B-R29 and D10: labels, empty, negative, bool and out-of-range parts delete nothing."""
+    """labels, empty, negative, bool and out-of-range parts delete nothing."""
     body = {"a": 1, "l": [{"k": 1}]}
     assert delete_path(body, loc) is deleted
 
@@ -544,7 +544,7 @@ def test_delete_path_walks_only_literal_locations(loc: tuple[Any, ...], deleted:
     ],
 )
 def test_wants_stream_per_dialect(body: Any, dialect: Any, expected: bool) -> None:
-    """Chat needs stream is True; Responses takes any truthy stream (B-D1, D5)."""
+    """Chat needs stream is True; Responses takes any truthy stream."""
     assert wants_stream(body, dialect) is expected
 
 

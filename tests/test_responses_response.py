@@ -1,4 +1,4 @@
-"""Responses response side: minimal mode (B-R36..B-R57) and full fidelity through the openai SDK."""
+"""Responses response side: minimal mode and full fidelity through the openai SDK."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _events(blocks: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_wire_usage_fills_missing_and_null_detail_counters() -> None:
-    """B-R36..B-R38, P5 and P10: every counter the SDK's usage model requires is present and an
+    """Decisions P5 and P10: every counter the SDK's usage model requires is present and an
     integer (cache_write_tokens included); present nulls become 0; input untouched."""
     assert wire_responses_usage(None) is None
     assert wire_responses_usage("x") == "x"
@@ -123,7 +123,7 @@ def test_wire_usage_counters_come_from_the_installed_sdk() -> None:
 
 
 def test_minimal_reference_vector() -> None:
-    """The protocol.md vector: created (usage copied), one item done, completed (B-R39..B-R44),
+    """The reference vector: created (usage copied), one item done, completed,
     numbered from 0 as the SDK's event types require (P10)."""
     created = {**_resp(), "status": "in_progress", "output": [], "usage": WIRE_USAGE}
     assert _events(synthesize_responses_sse(_resp())) == [
@@ -190,7 +190,7 @@ def test_a_bare_result_gets_the_fields_the_sdk_requires() -> None:
     ],
 )
 def test_terminal_follows_status_verbatim(status: Any, terminal: str) -> None:
-    """B-R43, D11: one terminal chosen by status; status itself never rewritten."""
+    """one terminal chosen by status; status itself never rewritten."""
     events = _events(
         synthesize_responses_sse(
             _resp(status=status, incomplete_details={"reason": "max_output_tokens"})
@@ -203,14 +203,14 @@ def test_terminal_follows_status_verbatim(status: Any, terminal: str) -> None:
 
 
 def test_include_created_false_and_empty_output() -> None:
-    """No created event when keepalive opened the stream; empty output → terminal only (B-R41, B-R45)."""
+    """No created event when keepalive opened the stream; empty output → terminal only."""
     assert [
         t for t, _ in _events(synthesize_responses_sse(_resp(output=[]), include_created=False))
     ] == ["response.completed"]
 
 
 def test_namespaced_calls_are_restored_in_items_and_terminal() -> None:
-    """B-R40, B-R46: the same restored object in output_item.done and in response.output."""
+    """the same restored object in output_item.done and in response.output."""
     call = {
         "type": "function_call",
         "id": "fc_1",
@@ -225,7 +225,7 @@ def test_namespaced_calls_are_restored_in_items_and_terminal() -> None:
 
 
 def test_minimal_mode_keeps_ids_and_does_not_mutate() -> None:
-    """B-R44: an id the result holds is kept; one it lacks is generated only because the SDK's
+    """an id the result holds is kept; one it lacks is generated only because the SDK's
     item types require it (P10); the input is untouched."""
     resp = _resp(output=[{"type": "message", "role": "assistant", "content": []}, MSG])
     before = copy.deepcopy(resp)
@@ -255,7 +255,7 @@ def test_bad_results_raise_before_any_block(result: Any, path: str) -> None:
 
 
 def test_failure_stream_reference_shape() -> None:
-    """B-R47..B-R50: created (same id, error included) then failed; generated ids differ."""
+    """created (same id, error included) then failed; generated ids differ."""
     events = _events(synthesize_responses_failure_sse("boom", code="server_error"))
     assert [t for t, _ in events] == ["response.created", "response.failed"]
     failed = events[1][1]["response"]
@@ -310,7 +310,7 @@ def test_full_failure_is_error_then_failed() -> None:
 
 
 def test_keepalive_events() -> None:
-    """B-R51..B-R53: created + in_progress as separate blocks, then in_progress alone."""
+    """created + in_progress as separate blocks, then in_progress alone."""
     first = list(synthesize_responses_keepalive_sse("resp_k", True))
     assert len(first) == 2
     assert [t for t, _ in _events(first)] == ["response.created", "response.in_progress"]
@@ -348,7 +348,7 @@ def test_keepalive_events() -> None:
     ],
 )
 def test_lifecycle_chunk_detection(chunk: bytes, expected: bool) -> None:
-    """B-R55..B-R57: exactly one created/in_progress event is liveness, anything else is output."""
+    """exactly one created/in_progress event is liveness, anything else is output."""
     assert is_responses_lifecycle_chunk(chunk) is expected
 
 
@@ -392,7 +392,7 @@ REFUSING = {
 
 
 def test_full_golden_transcript() -> None:
-    """OpenAI's per-item lifecycle, §2.3-§2.5, with sequence numbers from 0."""
+    """OpenAI's per-item lifecycle, with sequence numbers from 0."""
     result = _resp(output=[REASONING, MSG, REFUSING, CALL, CUSTOM, SEARCH], model="m", created_at=1)
     events = _events(synthesize_responses_sse(result, {"ns__f": ("ns", "f")}, fidelity="full"))
     assert [t for t, _ in events] == [

@@ -13,8 +13,8 @@ Two deliberate divergences, each validated but for the one field concerned:
   ``ResponseError.code`` literal lacks (``context_length_exceeded``, ``server_is_overloaded``,
   decision P6);
 * a chat custom (free-form) tool call streams as ``{"type": "custom", "custom": {"name",
-  "input"}}`` (D9): the SDK's chunk type admits only function deltas, as chat custom calls have no
-  streaming shape of their own (protocol.md §1.3); their own shape is checked instead.
+  "input"}}``: the SDK's chunk type admits only function deltas, as chat custom calls have no
+  streaming shape of their own; their own shape is checked instead.
 """
 
 from __future__ import annotations

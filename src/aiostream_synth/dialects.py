@@ -21,7 +21,10 @@ if _typing.TYPE_CHECKING:
     from aiostream_synth._dialects.anthropic.options import AnthropicOptions as AnthropicOptions
     from aiostream_synth._dialects.base import DialectSettings as DialectSettings
     from aiostream_synth._dialects.base import DialectSpec as DialectSpec
+    from aiostream_synth._dialects.base import EmbeddedAnswer as EmbeddedAnswer
+    from aiostream_synth._dialects.base import EmbeddedCall as EmbeddedCall
     from aiostream_synth._dialects.base import EmbeddedReplies as EmbeddedReplies
+    from aiostream_synth._dialects.base import EmbeddedTool as EmbeddedTool
     from aiostream_synth._dialects.base import ErrorResponse as ErrorResponse
     from aiostream_synth._dialects.base import LocalRoute as LocalRoute
     from aiostream_synth._dialects.base import Outcome as Outcome
@@ -41,7 +44,10 @@ _EXPORTS: dict[str, str] = {
     "DialectSettings": "aiostream_synth._dialects.base",
     "DialectSpec": "aiostream_synth._dialects.base",
     "StreamFrames": "aiostream_synth._dialects.base",
+    "EmbeddedAnswer": "aiostream_synth._dialects.base",
+    "EmbeddedCall": "aiostream_synth._dialects.base",
     "EmbeddedReplies": "aiostream_synth._dialects.base",
+    "EmbeddedTool": "aiostream_synth._dialects.base",
     "ErrorResponse": "aiostream_synth._dialects.base",
     "LocalRoute": "aiostream_synth._dialects.base",
     "Outcome": "aiostream_synth._dialects.base",
@@ -60,7 +66,10 @@ __all__ = [
     "ChatOptions",
     "DialectSettings",
     "DialectSpec",
+    "EmbeddedAnswer",
+    "EmbeddedCall",
     "EmbeddedReplies",
+    "EmbeddedTool",
     "ErrorResponse",
     "LocalRoute",
     "Outcome",

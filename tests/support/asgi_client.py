@@ -59,3 +59,21 @@ class Lifespan:
     async def say(self, message: str) -> None:
         await self.to_app.send({"type": f"lifespan.{message}"})
         assert (await self.from_app.receive())["type"] == f"lifespan.{message}.complete"
+
+
+def post_scope(path: str, query_string: bytes = b"") -> dict[str, Any]:
+    """The ASGI scope of a JSON ``POST`` to ``path`` on loopback."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query_string,
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }

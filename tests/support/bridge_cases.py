@@ -29,7 +29,7 @@ APPLY_PATCH = {
 
 
 def invariants(messages: list[dict[str, Any]]) -> None:
-    """B-P3: each assistant message with tool_calls is followed by exactly one tool message per
+    """each assistant message with tool_calls is followed by exactly one tool message per
     call id, in call order; no tool message anywhere else; at most one system message, at 0;
     no developer role."""
     roles = [m["role"] for m in messages]

@@ -56,7 +56,7 @@ def validate_chat(frames: str | bytes) -> int:
         for choice in chunk["choices"]:
             calls = choice["delta"].get("tool_calls") or []
             for call in calls:
-                if call.get("type") == "custom":  # D9: see the module docstring
+                if call.get("type") == "custom":  # see the module docstring
                     assert set(call) == {"index", "id", "type", "custom"}
                     assert set(call["custom"]) == {"name", "input"}
             choice["delta"]["tool_calls"] = [c for c in calls if c.get("type") != "custom"] or None

@@ -35,10 +35,14 @@ if TYPE_CHECKING:
     from aiostream_synth._dialects.prepared import BridgedRequest, PreparedRequest
 
 __all__ = [
+    "TOOL_KINDS",
     "Bridge",
     "DialectSettings",
     "DialectSpec",
+    "EmbeddedAnswer",
+    "EmbeddedCall",
     "EmbeddedReplies",
+    "EmbeddedTool",
     "ErrorResponse",
     "LocalRoute",
     "Outcome",
@@ -121,17 +125,77 @@ class DialectSettings(Protocol):
         ...
 
 
+#: A tool's ``type`` -> the kind of call the embedded model makes of it.
+TOOL_KINDS: Mapping[Any, Literal["function", "custom"]] = {
+    "function": "function",
+    "custom": "custom",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedTool:
+    """A tool of a request, as the embedded model looks one up."""
+
+    #: Its name as the request gives it (a flattened ``<namespace>__<name>`` included).
+    name: str
+    #: ``function`` (JSON arguments) or ``custom`` (free-form text input).
+    kind: Literal["function", "custom"]
+    #: Its arguments' JSON schema (a function tool's), or None.
+    schema: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedCall:
+    """A tool call the embedded model makes."""
+
+    #: An id part unique to the answer (``call_<key>``...).
+    id: str
+    name: str
+    kind: Literal["function", "custom"]
+    #: A function call's arguments (JSON text), or a custom call's input text.
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddedAnswer:
+    """What the embedded model answers, for a dialect to shape as its complete result."""
+
+    model: str
+    #: An id part unique to the answer (``chatcmpl-<key>``, ``msg_<key>``...).
+    key: str
+    #: The answer's text (when it makes no tool call).
+    text: str
+    #: The user's text, directives removed (what ``[reasoning]`` repeats).
+    prompt: str
+    #: The tool call to make instead of a text answer, if any.
+    call: EmbeddedCall | None = None
+    #: ``[reasoning]``: add a reasoning item / content / block saying the prompt.
+    reasoning: bool = False
+    #: ``[incomplete]``: the answer stops at the output limit.
+    incomplete: bool = False
+    #: ``[usage-nulls]``: the usage detail counters are null.
+    usage_nulls: bool = False
+    prompt_tokens: int = 1
+    completion_tokens: int = 1
+
+
 class EmbeddedReplies(Protocol):
     """How ``serve``'s embedded model (an echo of the last user message, scripted by bracketed
-    directives) reads and answers a request in a dialect."""
+    directives) reads a request in a dialect and shapes its answer. Everything is read before
+    the model's simulated wait, and the answer is made from what was read (no request is held
+    while a turn waits)."""
 
-    def prompt(self, params: dict[str, Any]) -> str:
-        """The text of the request's last user message (directives included)."""
+    def prompt(self, params: dict[str, Any]) -> tuple[str, str | None]:
+        """The text of the request's last user message (directives included), and the output
+        of the tool call the request ends with, if it ends with one (None otherwise)."""
         ...
 
-    def reply(self, params: dict[str, Any], *, model: str, text: str) -> Any:
-        """A complete result whose answer is ``text``, as an upstream of this dialect would
-        return it."""
+    def tools(self, params: dict[str, Any]) -> list[EmbeddedTool]:
+        """The request's tools the embedded model can call."""
+        ...
+
+    def reply(self, answer: EmbeddedAnswer) -> Any:
+        """The complete result of ``answer``, as an upstream of this dialect returns it."""
         ...
 
 

@@ -33,8 +33,6 @@ class OpenAISpecBase:
     #: Body fields a retry may change and still want the same answer (``stream``, the limit).
     not_identifying: ClassVar[tuple[str, ...]] = ()
     local_routes: Mapping[str, LocalRoute] = {}
-    #: The embedded model knows both OpenAI dialects itself.
-    embedded: None = None
 
     def from_target(self, body: dict[str, Any], target: RequestTarget) -> dict[str, Any]:
         return body

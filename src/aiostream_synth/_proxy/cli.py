@@ -264,20 +264,21 @@ def _add_serve_options(
 
 
 def _add_dialect_option(group: Any, option: DialectOption) -> list[str]:
-    """One option of a loaded dialect (its dataclass field: type, default, help); the
-    problem of its environment value, if any."""
+    """One option of a dialect (its dataclass field: type, default, help); the problem of its
+    environment value, if any (the option is added all the same, so ``--help`` works)."""
     env = _env(option.env)
     where = f"{_ENV_PREFIX}{option.env}"
     help_text = f"{option.help}{_shown_default(option.field, option.default, option.help)}"
     help_text += f" [env {where}]"
-    if option.kind is bool and not option.optional:
+    problems: list[str] = []
+    if option.kind is bool:
         value = option.default
         if env is not None and env.lower() in (*_TRUE, *_FALSE):
             value = env.lower() in _TRUE
         elif env is not None:
-            return [
+            problems.append(
                 f"{where}={env!r}: expected one of {', '.join(_TRUE)} or {', '.join(_FALSE[:-1])}"
-            ]
+            )
         group.add_argument(
             option.flag,
             dest=option.dest,
@@ -285,7 +286,7 @@ def _add_dialect_option(group: Any, option: DialectOption) -> list[str]:
             default=value,
             help=help_text,
         )
-        return []
+        return problems
     kind = _typed(option.kind, option.env.lower(), env)
 
     def convert(value: str) -> Any:
@@ -301,7 +302,8 @@ def _add_dialect_option(group: Any, option: DialectOption) -> list[str]:
         else [*option.choices, *(["none"] if option.optional else [])]
     )
     if env is not None and choices is not None and env not in choices:
-        return [f"{where}={env!r}: expected one of {', '.join(choices)}"]
+        problems.append(f"{where}={env!r}: expected one of {', '.join(choices)}")
+        env = None
     group.add_argument(
         option.flag,
         dest=option.dest,
@@ -316,7 +318,7 @@ def _add_dialect_option(group: Any, option: DialectOption) -> list[str]:
             else ""
         ),
     )
-    return []
+    return problems
 
 
 def _dialect_references(argv: Sequence[str]) -> list[str]:

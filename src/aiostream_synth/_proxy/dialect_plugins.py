@@ -113,7 +113,7 @@ class DialectOption:
 def dialect_option_fields(name: str, kind: type[Any] | None) -> list[DialectOption]:
     """The ``serve`` options of dialect ``name``'s options dataclass ``kind`` (``TypeError``
     for a field whose type no command line can give: one of bool, int, float, str, a Literal
-    of strings, or one of those or None)."""
+    of strings, or one of the last four or None)."""
     if kind is None:
         return []
     if not dataclasses.is_dataclass(kind):
@@ -134,11 +134,11 @@ def dialect_option_fields(name: str, kind: type[Any] | None) -> list[DialectOpti
             isinstance(value, str) for value in typing.get_args(hint)
         ):
             choices, hint = tuple(typing.get_args(hint)), str
-        if hint not in (bool, int, float, str):
+        if hint not in (bool, int, float, str) or (hint is bool and optional):
             raise TypeError(
                 f"dialect {name}: option {f.name} has type {hints[f.name]!r}; a "
                 "command-line option is bool, int, float, str, a Literal of strings, or one "
-                "of those or None"
+                "of the last four or None"
             )
         if f.default is not dataclasses.MISSING:
             default = f.default

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from aiostream_synth._dialects.anthropic.embedded import ANTHROPIC_EMBEDDED, AnthropicEmbedded
 from aiostream_synth._dialects.anthropic.errors import anthropic_error, new_request_id
 from aiostream_synth._dialects.anthropic.options import AnthropicOptions
 from aiostream_synth._dialects.anthropic.sanitize import (
@@ -70,8 +71,7 @@ class AnthropicSpec:
     paths: tuple[str, ...] = ("/v1/messages", "/messages")
     upstream_path: str = "/messages"
     options_type: type[AnthropicOptions] = AnthropicOptions
-    #: The embedded model knows this dialect itself.
-    embedded: None = None
+    embedded: AnthropicEmbedded = ANTHROPIC_EMBEDDED
     local_routes: Mapping[str, LocalRoute] = {
         "/v1/messages/count_tokens": estimate_input_tokens,
         "/messages/count_tokens": estimate_input_tokens,

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aiostream_synth._dialects.base import DialectSettings, Outcome
+from aiostream_synth._dialects.chat.embedded import CHAT_EMBEDDED, ChatEmbedded
 from aiostream_synth._dialects.chat.options import ChatOptions
 from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body,
@@ -34,6 +35,7 @@ class ChatSpec(OpenAISpecBase):
     #: No stored answers in this dialect (the API has no retrieval).
     storage: None = None
     options_type: type[ChatOptions] = ChatOptions
+    embedded: ChatEmbedded = CHAT_EMBEDDED
     paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
     upstream_path: str = "/chat/completions"
 

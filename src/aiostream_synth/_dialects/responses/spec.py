@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from aiostream_synth._dialects.base import DialectSettings, Outcome
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, validation_error
+from aiostream_synth._dialects.responses.embedded import RESPONSES_EMBEDDED, ResponsesEmbedded
 from aiostream_synth._dialects.responses.namespaces import namespace_map
 from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.sanitize import (
@@ -52,6 +53,7 @@ class ResponsesSpec(OpenAISpecBase):
     name: str = "responses"
     storage: ResponsesStorage | None = RESPONSES_STORAGE
     options_type: type[ResponsesOptions] = ResponsesOptions
+    embedded: ResponsesEmbedded = RESPONSES_EMBEDDED
     paths: tuple[str, ...] = ("/v1/responses", "/responses")
     upstream_path: str = "/responses"
 
