@@ -260,7 +260,7 @@ def test_a_route_template_carries_the_model_and_the_stream_choice(plain_server: 
     assert events[-2:] == [("text", "ECHO: URL"), ("done", {})]
     url = f"{plain_server}/v1/models/gem%2D2:plainGenerate"
     whole = httpx.post(url, json={"prompt": "whole"}, timeout=60)
-    assert whole.json() == {"model": "gem-2", "text": "echo: whole"}  # unquoted from the path
+    assert whole.json() == {"model": "gem-2", "text": "echo: whole"}  # the server decodes the path
     unknown = httpx.post(f"{plain_server}/v1/models/gem-1:explode", json={"prompt": "x"})
     assert unknown.status_code == 404
     assert unknown.json() == {"error": "no method explode", "param": None}
@@ -487,11 +487,13 @@ def test_route_templates_match_one_segment_per_part_literal_paths_first() -> Non
     assert table.match("/v1/models/a/b:plainStream") is None
     assert table.match("/v1/models/:plainStream") is None  # a part matches one character at least
     target = request_target(templated, "/v1/models/gem%2D1:plainStream", b"alt=sse&alt=json&x=")
-    assert target.params == {"model": "gem-1", "method": "plainStream"}
+    assert target.params == {"model": "gem%2D1", "method": "plainStream"}  # the server decodes
     assert target.query == {"alt": "json", "x": ""}  # the last value of a repeated name
 
 
-@pytest.mark.parametrize("template", ["/v1/{", "/v1/{1x}", "/v1/}x", "/v1/{a-b}"])
+@pytest.mark.parametrize(
+    "template", ["/v1/{", "/v1/{1x}", "/v1/}x", "/v1/{a-b}", "/v1/{a}}{b}", "/v1/{a}/{a}"]
+)
 def test_a_malformed_template_is_refused(template: str) -> None:
     with pytest.raises(ValueError, match="a route template's parts are"):
         compile_template(template)

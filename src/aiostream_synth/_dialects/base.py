@@ -11,9 +11,10 @@ Three small protocols:
   converted on the way in, the complete result converted back; the client dialect's own
   :class:`StreamFrames` then streams it, keepalives and failures unchanged.
 * :class:`DialectSpec` — a dialect as an HTTP API (one instance per dialect, found through
-  :mod:`aiostream_synth._dialects.registry`): its routes, which requests stream, request
-  preparation, the output options for a prepared request, its error shape, how a finished
-  response names its outcome.
+  :mod:`aiostream_synth._dialects.registry`): its routes (literal or templates, and what the
+  URL carries), which requests stream, request preparation, the output options for a prepared
+  request, its error shape, how a finished response names its outcome, the headers of an
+  upstream that speaks it, its own options, and how ``serve``'s embedded model answers it.
 
 Adding a dialect adds a folder implementing :class:`DialectSpec` and :class:`StreamDialect`, and
 one call of :func:`~aiostream_synth._dialects.registry.register_dialect`; its options (a

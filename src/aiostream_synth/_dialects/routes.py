@@ -26,18 +26,20 @@ _PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 @functools.lru_cache(maxsize=256)
 def compile_template(template: str) -> re.Pattern[str] | None:
     """The pattern of a template (each ``{name}``: one or more characters of one path segment);
-    None for a literal path. ``ValueError`` for a brace that opens no valid ``{name}``."""
+    None for a literal path. ``ValueError`` for a brace outside a valid ``{name}``, or a name
+    used twice."""
     if "{" not in template and "}" not in template:
         return None
+    outside = _PARAMETER.sub("", template)
+    names = _PARAMETER.findall(template)
+    if "{" in outside or "}" in outside or len(set(names)) != len(names):
+        raise ValueError(f"a route template's parts are {{name}}, each name once, not {template!r}")
     pattern, position = "", 0
     for found in _PARAMETER.finditer(template):
         pattern += re.escape(template[position : found.start()])
         pattern += f"(?P<{found.group(1)}>[^/]+?)"
         position = found.end()
-    rest = template[position:]
-    if "{" in rest or "}" in rest or "{" in _PARAMETER.sub("", template[:position]):
-        raise ValueError(f"a route template's parts are {{name}}, not {template!r}")
-    return re.compile(pattern + re.escape(rest) + r"\Z")
+    return re.compile(pattern + re.escape(template[position:]) + r"\Z")
 
 
 class RouteTable(Mapping[str, "DialectSpec"]):
@@ -76,15 +78,14 @@ class RouteTable(Mapping[str, "DialectSpec"]):
 
 def request_target(spec: DialectSpec, path: str, query_string: bytes | str = b"") -> RequestTarget:
     """The target of a request ``spec`` answers: the parameters of the first of its templates
-    that matches ``path``, and the query."""
+    that matches ``path`` (an ASGI path: already percent-decoded, so not decoded again), and
+    the query."""
     params: dict[str, str] = {}
     for template in spec.paths:
         pattern = compile_template(template)
         found = pattern.match(path) if pattern is not None else None
         if found is not None:
-            params = {
-                name: urllib.parse.unquote(value) for name, value in found.groupdict().items()
-            }
+            params = found.groupdict()
             break
     if not query_string:
         return RequestTarget(path, params, _NO_QUERY)
