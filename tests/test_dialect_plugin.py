@@ -201,7 +201,7 @@ def plain_server() -> Iterator[str]:
         "--plain-wait-text",
         "hold on",
         "--keepalive-s",
-        "0.2",
+        "0.5",
         env=env,
     ) as (_, url):
         yield url
@@ -212,7 +212,7 @@ def _post(url: str, body: dict[str, Any]) -> httpx.Response:
 
 
 def test_serve_streams_a_plugged_in_dialect_with_its_keepalives(plain_server: str) -> None:
-    response = _post(plain_server, {"model": "m", "prompt": "hi [delay:1]", "stream": True})
+    response = _post(plain_server, {"model": "m", "prompt": "hi [delay:2]", "stream": True})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-plain"] == "1"
@@ -224,7 +224,7 @@ def test_serve_streams_a_plugged_in_dialect_with_its_keepalives(plain_server: st
 
 
 def test_a_failure_after_commit_is_the_dialects_terminal_event(plain_server: str) -> None:
-    body = {"model": "m", "prompt": "[delay:0.5] [error:503]", "stream": True}
+    body = {"model": "m", "prompt": "[delay:1.5] [error:503]", "stream": True}
     response = _post(plain_server, body)
     assert response.status_code == 200
     events = _events(response.text)
@@ -253,7 +253,7 @@ def test_a_route_template_carries_the_model_and_the_stream_choice(plain_server: 
     """The URL names the model and whether to stream (Gemini's shape); the dialect folds them
     into the body it prepares."""
     url = f"{plain_server}/v1/models/gem-1:plainStream?alt=sse"
-    streamed = httpx.post(url, json={"prompt": "url [delay:0.5]"}, timeout=60)
+    streamed = httpx.post(url, json={"prompt": "url [delay:1.5]"}, timeout=60)
     assert streamed.status_code == 200
     events = _events(streamed.text)
     assert events[0] == ("wait", "hold on")
