@@ -131,6 +131,7 @@ def bench(session: nox.Session) -> None:
     bench = ROOT / "benchmarks"
     session.run("python", str(bench / "bench_synthesis.py"), "--budget", "0.5")
     session.run("python", str(bench / "bench_import.py"), "--runs", "5")
+    session.run("python", str(bench / "bench_routing.py"))
     session.run("python", str(bench / "bench_engine.py"), "--quick")
     session.run(
         "python", str(bench / "bench_load.py"), "--quick", "--out", str(bench / "results" / "quick")
