@@ -336,6 +336,12 @@ def test_a_wrong_environment_value_is_a_usage_error_naming_the_variable() -> Non
     assert "--plain-case" in helped.stdout
 
 
+def test_an_upstream_api_no_bridge_reaches_is_a_usage_error() -> None:
+    done = _cli("serve", "--dialect", f"{__name__}:PLAIN", "--upstream-api", "plain")
+    assert done.returncode == 2
+    assert "no bridge serves 'chat' clients from a 'plain' upstream" in done.stderr
+
+
 def test_a_wrong_option_value_is_a_usage_error_naming_it() -> None:
     done = _cli("serve", "--dialect", f"{__name__}:PLAIN", "--plain-case", "lower")
     assert done.returncode == 2

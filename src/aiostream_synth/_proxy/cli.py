@@ -23,6 +23,7 @@ from aiostream_synth._dialects.names import BUILTIN_DIALECTS, builtin_options
 from aiostream_synth._proxy.config import ProxyConfig
 from aiostream_synth._proxy.dialect_plugins import (
     DialectOption,
+    check_bridges,
     dialect_option_fields,
     load_dialects,
 )
@@ -440,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.command_parser.error("; ".join(args.env_problems))
         try:
             config = config_from_args(args)
+            if config.upstream_api is not None:
+                check_bridges(config.upstream_api)
         except ValueError as exc:
             args.command_parser.error(str(exc))
         logging.basicConfig(level=config.log_level.upper(), format=LOG_FORMAT)

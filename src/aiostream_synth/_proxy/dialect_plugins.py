@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DialectOption",
     "build_dialect_options",
+    "check_bridges",
     "check_reference",
     "dialect_option_fields",
     "load_dialects",
@@ -39,6 +40,17 @@ def check_reference(reference: str) -> None:
             "a dialect is named MODULE:ATTR, the module to import and its spec instance "
             f"(my_pkg.gemini:SPEC), not {reference!r}"
         )
+
+
+def check_bridges(upstream_api: str) -> None:
+    """``ValueError`` unless a bridge serves every registered dialect from an upstream that
+    speaks ``upstream_api`` (a plug-in dialect has no bridge to or from the others)."""
+    from aiostream_synth._dialects.bridges.registry import bridge_for
+    from aiostream_synth._dialects.registry import registered_dialects, spec_for
+
+    spec_for(upstream_api)  # an unknown name says which ones there are
+    for spec in registered_dialects():
+        bridge_for(spec.name, upstream_api)
 
 
 def load_dialects(references: Iterable[str]) -> list[DialectSpec]:
