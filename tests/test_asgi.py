@@ -19,7 +19,7 @@ from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 from aiostream_synth._wire.failures import INTERNAL_ERROR_MESSAGE
 from aiostream_synth.starlette import synthesizing_routes
 
-from .support.asgi_client import Lifespan, OneRequest
+from .support.asgi_client import Lifespan, OneRequest, post_scope
 from .support.sse_parser import comments, parse
 
 pytestmark = pytest.mark.anyio
@@ -442,23 +442,6 @@ async def test_lifespan_task_group_hosts_the_backend_calls() -> None:
     assert slow.cancelled
 
 
-def _scope(path: str = "/v1/responses") -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
-
-
 async def test_a_disconnect_while_waiting_cancels_the_backend_and_ends_the_response() -> None:
     """The native path watches ``receive`` beside the writing: the client leaving mid-wait ends
     the response and cancels the backend call, with no task left behind."""
@@ -484,7 +467,7 @@ async def test_a_disconnect_while_waiting_cancels_the_backend_and_ends_the_respo
 
     with anyio.fail_after(10):  # a watcher that misses the disconnect fails here, not hangs
         async with anyio.create_task_group() as tg:
-            tg.start_soon(app, _scope(), receive, send)
+            tg.start_soon(app, post_scope("/v1/responses"), receive, send)
             await first_frame.wait()
             gone.set()
     assert backend.cancelled
@@ -512,7 +495,7 @@ async def test_a_failing_receive_propagates_as_itself() -> None:
         pass
 
     with pytest.raises(RuntimeError, match="connection state"):
-        await app(_scope(), receive, send)
+        await app(post_scope("/v1/responses"), receive, send)
     assert backend.cancelled
 
 
@@ -570,7 +553,7 @@ async def test_the_terminal_frames_end_the_response_in_one_write() -> None:
             gate.set()  # answer once a keepalive went out
 
     with anyio.fail_after(10):
-        await app(_scope(), client.receive, send)
+        await app(post_scope("/v1/responses"), client.receive, send)
     bodies = client.bodies
     assert len(bodies) >= 2
     assert all(m["more_body"] for m in bodies[:-1])
@@ -591,7 +574,7 @@ async def test_the_disconnect_watcher_never_outlives_the_response(wakes: bool) -
             client.gone.set()  # as uvicorn: the complete response ends a pending receive()
 
     with anyio.fail_after(10):
-        await app(_scope(), client.receive, send)
+        await app(post_scope("/v1/responses"), client.receive, send)
     assert client.waits == (["woken"] if wakes else ["cancelled"])
 
 
@@ -608,7 +591,7 @@ async def test_a_cancellation_right_after_the_last_write_still_ends_the_watcher(
 
     with anyio.fail_after(10):
         with outer:
-            await app(_scope(), client.receive, send)
+            await app(post_scope("/v1/responses"), client.receive, send)
     assert outer.cancelled_caught
     assert client.waits == ["cancelled"]
 
@@ -633,7 +616,7 @@ async def test_the_first_frame_is_due_an_interval_after_the_request_arrived(adap
         if message["type"] == "http.response.body":
             client.gone.set()  # the first keepalive came: leave
 
-    scope = _scope()
+    scope = post_scope("/v1/responses")
     scope[RECEIVED_AT] = anyio.current_time() - hour
     with anyio.fail_after(60):
         await app(scope, client.receive, send)
@@ -651,7 +634,7 @@ async def test_an_arrival_stamp_that_is_not_a_time_is_ignored(stamp: Any) -> Non
     stream runs as without one."""
     app = SynthesizingApp(FakeBackend(delay=2 * K), StreamSettings(keepalive_interval=K))
     client = OneRequest(json.dumps(RESPONSES_BODY).encode())
-    scope = _scope()
+    scope = post_scope("/v1/responses")
     scope[RECEIVED_AT] = stamp
     with anyio.fail_after(10):
         await app(scope, client.receive, client.send)
@@ -679,7 +662,7 @@ async def test_a_server_disconnect_callback_replaces_the_watcher_task() -> None:
                 callback()
             client.gone.set()
 
-    scope = _scope()
+    scope = post_scope("/v1/responses")
     scope[ON_DISCONNECT] = handed.append
     with anyio.fail_after(10):
         await app(scope, client.receive, send)

@@ -23,6 +23,7 @@ dataclass on the spec) become ``serve`` options, and ``serve --dialect MODULE:AT
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -72,11 +73,20 @@ class ErrorResponse:
 @dataclass(frozen=True, slots=True)
 class RequestTarget:
     """Where a request was sent: its path, what the route template's ``{name}`` parts matched,
-    and its query (each name's last value)."""
+    and its query string."""
 
     path: str
     params: Mapping[str, str] = field(default_factory=dict)
-    query: Mapping[str, str] = field(default_factory=dict)
+    #: The query string as the request carried it (``alt=sse``).
+    query_string: str = ""
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The query, each name's last value; parsed when read (most dialects never read it,
+        so a request does not pay for parsing it)."""
+        if not self.query_string:
+            return {}
+        return dict(urllib.parse.parse_qsl(self.query_string, keep_blank_values=True))
 
 
 class StreamFrames(Protocol):

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 import re
-import types
-import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -79,7 +77,7 @@ class RouteTable(Mapping[str, "DialectSpec"]):
 def request_target(spec: DialectSpec, path: str, query_string: bytes | str = b"") -> RequestTarget:
     """The target of a request ``spec`` answers: the parameters of the first of its templates
     that matches ``path`` (an ASGI path: already percent-decoded, so not decoded again), and
-    the query."""
+    the query string (parsed only if the dialect reads :attr:`RequestTarget.query`)."""
     params: dict[str, str] = {}
     for template in spec.paths:
         pattern = compile_template(template)
@@ -87,12 +85,6 @@ def request_target(spec: DialectSpec, path: str, query_string: bytes | str = b""
         if found is not None:
             params = found.groupdict()
             break
-    if not query_string:
-        return RequestTarget(path, params, _NO_QUERY)
     if isinstance(query_string, bytes):
         query_string = query_string.decode("latin-1")
-    query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
-    return RequestTarget(path, params, query)
-
-
-_NO_QUERY: Mapping[str, str] = types.MappingProxyType({})
+    return RequestTarget(path, params, query_string)

@@ -147,9 +147,7 @@ def synthesizing_endpoint(
             refuse_when_closing(shutdown)
             # The same limited read as the native path, on this request's ASGI receive.
             raw = await read_body(request.receive, options.max_body_bytes)
-            target = RequestTarget(
-                request.url.path, dict(request.path_params), dict(request.query_params)
-            )
+            target = RequestTarget(request.url.path, dict(request.path_params), request.url.query)
             prepared = prepare(spec, raw, options, target=target)
         except RequestError as exc:
             error = dialect_error(spec, exc)
