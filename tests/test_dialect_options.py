@@ -10,10 +10,12 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel, create_model
 
 from aiostream_synth import prepare_request
 from aiostream_synth.asgi import BackendCall, StreamSettings, SynthesizingApp
 from aiostream_synth.dialects import AnthropicOptions, ChatOptions, ResponsesOptions
+from aiostream_synth.params import ChatCompletionParams, ResponsesParams
 
 from .support.asgi_client import OneRequest, post_scope
 
@@ -128,3 +130,64 @@ async def test_the_chat_options_reach_the_stream() -> None:
     assert ": keep-alive" not in text
     assert text.startswith("data: {")
     assert text.endswith("data: [DONE]\n\n")
+
+
+#: A user's params models: ours, plus a field the library does not know.
+_ChatWithField = create_model("_ChatWithField", __base__=ChatCompletionParams, my_field=(int, 0))
+_ResponsesWithField = create_model(
+    "_ResponsesWithField", __base__=ResponsesParams, my_field=(int, 0)
+)
+
+
+_CHAT_BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "x"}],
+    "stream": True,
+    "my_field": 3,
+}
+_RESPONSES_BODY = {"model": "m", "input": "x", "stream": True, "my_field": 3}
+
+
+def test_params_model_replaces_the_request_dialects_model(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """``params_model`` applies to whichever dialect the request is in; without it an unknown
+    field is pruned and reported."""
+    assert prepare_request("chat", _CHAT_BODY).dropped == ("my_field",)
+    chat = prepare_request("chat", _CHAT_BODY, params_model=_ChatWithField)
+    assert (chat.dropped, chat.params["my_field"]) == ((), 3)
+    responses = prepare_request("responses", _RESPONSES_BODY, params_model=_ResponsesWithField)
+    assert (responses.dropped, responses.params["my_field"]) == ((), 3)
+    assert not recwarn.list
+
+
+def test_params_model_validates_a_bridged_request_in_its_own_dialect() -> None:
+    """Bridged, the client's dialect keeps the field; the bridge, which has nowhere to put it,
+    reports it."""
+    bridged = prepare_request("chat", _CHAT_BODY, params_model=_ChatWithField, upstream="responses")
+    assert bridged.params["my_field"] == 3
+    assert bridged.dropped == ("my_field",)
+    assert bridged.bridged is not None
+    assert "my_field" not in bridged.bridged.params
+
+
+@pytest.mark.parametrize(
+    ("keyword", "dialect", "body", "model"),
+    [
+        ("chat_params_model", "chat", _CHAT_BODY, _ChatWithField),
+        ("responses_params_model", "responses", _RESPONSES_BODY, _ResponsesWithField),
+    ],
+)
+def test_the_per_dialect_params_model_keywords_are_deprecated(
+    keyword: str, dialect: str, body: dict[str, object], model: type[BaseModel]
+) -> None:
+    """Each still applies to its own dialect (with a warning naming ``params_model``), and
+    to no other."""
+    with pytest.warns(DeprecationWarning, match=rf"prepare_request\({keyword}=.*params_model"):
+        prepared = prepare_request(dialect, body, **{keyword: model})  # type: ignore[arg-type]
+    assert (prepared.dropped, prepared.params["my_field"]) == ((), 3)
+    other = "responses" if dialect == "chat" else "chat"
+    other_body = _RESPONSES_BODY if other == "responses" else _CHAT_BODY
+    with pytest.warns(DeprecationWarning, match=rf"prepare_request\({keyword}="):
+        ignored = prepare_request(other, other_body, **{keyword: model})  # type: ignore[arg-type]
+    assert ignored.dropped == ("my_field",)

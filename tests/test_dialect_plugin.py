@@ -26,6 +26,7 @@ import pytest
 from aiostream_synth._dialects.routes import (
     RouteTable,
     compile_template,
+    fill_template,
     request_target,
 )
 from aiostream_synth._proxy.dialect_plugins import (
@@ -507,3 +508,54 @@ def test_a_malformed_template_is_refused(template: str) -> None:
     spec.name, spec.paths = "malformed", (template,)
     with pytest.raises(ValueError, match="a route template's parts are"):
         register_dialect(spec)
+
+
+# -- the upstream call ------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_an_upstream_path_template_takes_its_parts_out_of_the_body() -> None:
+    """An upstream that takes the model in its URL (Gemini's API): the part is filled from
+    the request, percent-encoded as one segment, and leaves the body sent."""
+    from aiostream_synth._proxy.upstream import UpstreamBackend
+
+    spec = PlainSpec()
+    spec.name, spec.paths = "plain_gemini", ("/v1/plain_gemini",)
+    spec.upstream_path = "/models/{model}:plainGenerate"
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"text": "ok"})
+
+    register_dialect(spec)
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    backend = UpstreamBackend("http://upstream/v1", api_key="k", http_client=http)
+    try:
+        params = {"model": "gem/1 pro", "prompt": "hi"}
+        call = BackendCall(dialect="plain_gemini", params=params, stream=True)
+        assert await backend(call) == {"text": "ok"}
+        missing = BackendCall(dialect="plain_gemini", params={"prompt": "hi"}, stream=True)
+        with pytest.raises(ValueError, match="needs 'model' in the request"):
+            await backend(missing)
+    finally:
+        unregister_dialect("plain_gemini")
+        await backend.aclose()
+    assert len(seen) == 1
+    assert seen[0].url.raw_path == b"/v1/models/gem%2F1%20pro:plainGenerate"
+    assert json.loads(seen[0].content) == {"prompt": "hi"}
+    assert params == {"model": "gem/1 pro", "prompt": "hi"}  # the call's own params untouched
+
+
+def test_fill_template_leaves_a_literal_path_and_its_body_alone() -> None:
+    params = {"model": "m", "n": 1}
+    assert fill_template("/plain", params) == ("/plain", params)
+    assert fill_template("/m/{model}/{n}", {"model": "a", "n": "b", "x": 0}) == ("/m/a/b", {"x": 0})
+    with pytest.raises(ValueError, match="needs 'n' in the request, a non-empty string, not 1"):
+        fill_template("/m/{model}/{n}", params)
+
+
+def test_a_malformed_upstream_path_is_refused_at_registration() -> None:
+    spec = PlainSpec()
+    spec.name, spec.paths, spec.upstream_path = "malformed_up", ("/v1/malformed_up",), "/m/{a"
+    with pytest.raises(ValueError, match="a route template's parts are"):
+        register_dialect(spec)
+    assert "malformed_up" not in {known.name for known in registered_dialects()}

@@ -318,7 +318,10 @@ class DialectSpec(Protocol):
 
     @property
     def upstream_path(self) -> str:
-        """Where an upstream that speaks it is called, relative to its base URL."""
+        """Where an upstream that speaks it is called, relative to its base URL. A ``{name}``
+        part is filled with the request's ``name`` (a string, percent-encoded), which then
+        leaves the body sent: ``/models/{model}:generateContent`` for an API that takes its
+        model in the URL."""
         ...
 
     @property

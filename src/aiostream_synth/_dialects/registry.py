@@ -43,8 +43,8 @@ def registered_dialects() -> tuple[DialectSpec, ...]:
 def register_dialect(spec: DialectSpec) -> DialectSpec:
     """Serve ``spec``'s dialect too (returns it, so it can decorate a module-level instance).
 
-    Raises ``ValueError`` for a name that is taken or not lower-case ``[a-z][a-z0-9_]*``, or a
-    path another dialect already answers; registering the same object again does nothing."""
+    Raises ``ValueError`` for a name that is taken or not lower-case ``[a-z][a-z0-9_]*``, a
+    path another dialect already answers, or a malformed path or upstream path template; registering the same object again does nothing."""
     if _BY_NAME.get(spec.name) is spec:
         return spec
     if not isinstance(spec.name, str) or not _NAME.match(spec.name):
@@ -55,7 +55,7 @@ def register_dialect(spec: DialectSpec) -> DialectSpec:
     if spec.name in _BY_NAME:
         raise ValueError(f"a dialect named {spec.name!r} is already registered")
     taken = {path: other.name for other in _BY_NAME.values() for path in _paths(other)}
-    for path in spec.paths:
+    for path in (*spec.paths, spec.upstream_path):
         compile_template(path)  # ValueError for a malformed template
     for path in _paths(spec):
         if path in taken:

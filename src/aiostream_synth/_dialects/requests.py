@@ -6,6 +6,7 @@ this is the one entry point the HTTP adapters and library users call.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,7 +31,8 @@ __all__ = [
     "prepare_request",
 ]
 
-_PARAMS_MODEL_OPTION = {"chat": "chat_params_model", "responses": "responses_params_model"}
+#: The deprecated per-dialect keyword arguments, and the dialect each applied to.
+_LEGACY_PARAMS_MODEL = {"chat_params_model": "chat", "responses_params_model": "responses"}
 
 
 def prepare_request(
@@ -39,6 +41,7 @@ def prepare_request(
     *,
     options: Any = None,
     sanitize: SanitizeOptions | None = None,
+    params_model: type[BaseModel] | None = None,
     chat_params_model: type[BaseModel] | None = None,
     responses_params_model: type[BaseModel] | None = None,
     upstream: Dialect | None = None,
@@ -54,8 +57,11 @@ def prepare_request(
 
     A Responses body without ``input`` is forwarded (the upstream may answer it from
     ``previous_response_id`` or ``prompt``), unlike the library's
-    :func:`validate_streaming_responses_params` default. ``*_params_model`` replace our strict
-    params models for that dialect.
+    :func:`validate_streaming_responses_params` default. ``params_model`` replaces the
+    dialect's strict params model (a subclass of it, say, that knows a field ours do not).
+    ``chat_params_model`` / ``responses_params_model`` are deprecated for ``params_model``:
+    each still applies, to its own dialect only, for one release, with a
+    ``DeprecationWarning``.
 
     ``upstream`` names the dialect the backend speaks when it is another one: the request is
     then also converted for it (``prepared.bridged``, per ``bridge`` options; raises
@@ -63,16 +69,32 @@ def prepare_request(
     """
     spec = spec_for(dialect)
     body = parse_json_body(raw) if isinstance(raw, bytes) else raw
-    models = {
+    model = params_model
+    legacy = {
         "chat_params_model": chat_params_model,
         "responses_params_model": responses_params_model,
     }
-    model = models.get(_PARAMS_MODEL_OPTION.get(spec.name, ""))
+    for keyword, legacy_model in legacy.items():
+        if legacy_model is None:
+            continue
+        warnings.warn(
+            f"prepare_request({keyword}=...) is deprecated and goes in the next release: "
+            "pass params_model=..., which applies to the request's own dialect",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if model is None and _LEGACY_PARAMS_MODEL[keyword] == spec.name:
+            model = legacy_model
     if sanitize is not None:
         given = {} if options is None else {spec.name: options}
         options = fold_legacy_sanitize(given, sanitize, "prepare_request", 3).get(spec.name)
     if upstream is not None and upstream != spec.name:
         return prepare_bridged(
-            spec, body, upstream, dialect_options=options, options=bridge or BridgeOptions()
+            spec,
+            body,
+            upstream,
+            dialect_options=options,
+            options=bridge or BridgeOptions(),
+            params_model=model,
         )
     return spec.prepare(body, options=options, params_model=model)

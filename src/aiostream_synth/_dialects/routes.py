@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import functools
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiostream_synth._dialects.base import RequestTarget
 
 if TYPE_CHECKING:
     from aiostream_synth._dialects.base import DialectSpec
 
-__all__ = ["RequestTarget", "RouteTable", "compile_template", "request_target"]
+__all__ = ["RequestTarget", "RouteTable", "compile_template", "fill_template", "request_target"]
 
 #: A ``{name}`` part of a template: a Python identifier.
 _PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -88,3 +89,27 @@ def request_target(spec: DialectSpec, path: str, query_string: bytes | str = b""
     if isinstance(query_string, bytes):
         query_string = query_string.decode("latin-1")
     return RequestTarget(path, params, query_string)
+
+
+def fill_template(template: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Where an upstream call goes and what it sends: ``template`` (a dialect's
+    ``upstream_path``) with each ``{name}`` part replaced by the string ``params[name]``
+    (percent-encoded as one path segment), and ``params`` without those keys, which the path
+    now carries (Gemini's API takes its model in the URL, not in the body). A literal path
+    comes back with ``params`` as they are. ``ValueError`` when a part's key is missing or is
+    not a non-empty string."""
+    if compile_template(template) is None:
+        return template, dict(params)
+    body = dict(params)
+
+    def fill(found: re.Match[str]) -> str:
+        name = found.group(1)
+        value = body.pop(name, None)
+        if not isinstance(value, str) or not value:
+            raise ValueError(
+                f"the upstream path {template!r} needs {name!r} in the request, a non-empty "
+                f"string, not {value!r}"
+            )
+        return urllib.parse.quote(value, safe="")
+
+    return _PARAMETER.sub(fill, template), body

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pydantic import BaseModel
+
 from aiostream_synth._dialects.base import Bridge, DialectSpec
 from aiostream_synth._dialects.bridges.anthropic_chat.bridge import ANTHROPIC_TO_CHAT
 from aiostream_synth._dialects.bridges.chat_anthropic.bridge import CHAT_TO_ANTHROPIC
@@ -90,18 +92,19 @@ def prepare_bridged(
     *,
     dialect_options: Any,
     options: BridgeOptions,
+    params_model: type[BaseModel] | None = None,
 ) -> PreparedRequest:
-    """Prepare ``body`` in its dialect, then convert it for ``upstream`` (a streaming request
-    or not: the upstream always gets the strict, sanitized shape). Raises ``RequestError``
-    (``BridgeError`` included)."""
+    """Prepare ``body`` in its dialect (validated by ``params_model`` when given), then
+    convert it for ``upstream`` (a streaming request or not: the upstream always gets the
+    strict, sanitized shape). Raises ``RequestError`` (``BridgeError`` included)."""
     bridge = bridge_for(spec.name, upstream)
     if bridge is None:
-        return spec.prepare(body, options=dialect_options, params_model=None)
+        return spec.prepare(body, options=dialect_options, params_model=params_model)
     stream = spec.wants_stream(body)
     prepared = spec.prepare(
         body if stream else {**body, "stream": True},
         options=dialect_options,
-        params_model=None,
+        params_model=params_model,
         bridged=True,
     )
     bridged = bridge.open(dataclasses.replace(prepared, body=body), options)
