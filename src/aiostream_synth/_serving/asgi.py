@@ -63,20 +63,19 @@ from aiostream_synth._serving.pipeline import (
     DEFAULT_ROUTES,
     ON_DISCONNECT,
     RECEIVED_AT,
+    Admitted,
     BackendCall,
-    ClientGone,
     CompletionBackend,
     DisconnectHook,
+    Served,
     StreamSettings,
+    admit,
+    answer_locally,
     backend_call,
-    dialect_error,
+    background_refused,
     disconnect_hook,
-    dropped_header,
     open_stream,
-    prepare,
-    read_body,
     received_at,
-    refuse_when_closing,
     request_headers,
     run_backend_once,
 )
@@ -340,28 +339,23 @@ async def handle_request(
     hook = disconnect_hook(scope)
     spec = spec_for(spec)
     headers = request_headers(scope)
-    extra = dict(spec.response_headers())
     target = request_target(spec, scope["path"].rstrip("/") or "/", scope.get("query_string", b""))
-    keep: _Keep | None = None
-    try:
-        refuse_when_closing(shutdown)
-        raw = await read_body(receive, settings.max_body_bytes)
-        if background is not None and spec.storage is not None:
-            # A stored conversation is continued before preparation (a bridge converts it all).
-            keep = await _continued(spec, spec.storage, raw, settings, headers, background)
-            prepared = prepare(spec, keep.take_body(), settings, keep.served, target)
-            if not keep.stored and not prepared.background:
-                keep = None  # nothing of it to keep: the frame holds none of the request
-        else:
-            prepared = prepare(spec, raw, settings, target=target)
-    except RequestError as exc:
-        error = dialect_error(spec, exc)
-        await send_answer(send, error, extra)
+    # A stored conversation is continued before preparation (a bridge converts it all).
+    chain = (
+        None
+        if background is None or spec.storage is None
+        else _Chain(spec, spec.storage, settings, headers, background)
+    )
+    admitted = await admit(spec, receive, settings, target, shutdown, chain)
+    if not isinstance(admitted, Admitted):
+        if admitted is not None:
+            await send_answer(send, admitted)
         return
-    except ClientGone:
-        return
-    name, value = dropped_header(prepared.removals)
-    extra[name.decode()] = value.decode()
+    prepared, extra = admitted.prepared, admitted.headers
+    keep = None if chain is None else chain.keep
+    del admitted, chain, target
+    if keep is not None and not keep.stored and not prepared.background:
+        keep = None  # nothing of it to keep: the frame holds none of the request
     if prepared.background:
         await _start_background(
             spec,
@@ -403,7 +397,7 @@ async def handle_request(
     # The stream holds what it needs: neither the client's body (raw or parsed) nor a copy of
     # the response headers is kept in this frame for minutes.
     response_headers = _shared_header_pairs(extra)
-    del prepared, extra, name, value, headers, arrived, raw
+    del prepared, extra, headers, arrived
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel
     # the backend, or let it finish). Were the engine inside the watcher's scope, a disconnect
@@ -500,20 +494,37 @@ class _Keep:
                 background.store_failures += 1
 
 
-async def _continued(
-    spec: DialectSpec,
-    storage: Storage,
-    raw: bytes,
-    settings: StreamSettings,
-    headers: Mapping[str, str],
-    background: BackgroundResponses,
-) -> _Keep:
-    owner = owner_of(headers)
-    bridged = settings.upstream_api is not None and settings.upstream_api != spec.name
-    body, input_items, served = await continue_chain(
-        background.store, storage, parse_json_body(raw), owner, bridged=bridged
-    )
-    return _Keep(background, storage, body, input_items, owner, served)
+class _Chain:
+    """Continues a stored conversation between reading a request and preparing it (the
+    pipeline's ``load``): the body with its chain put in front, and the request's
+    :class:`_Keep`, made then."""
+
+    __slots__ = ("background", "headers", "keep", "settings", "spec", "storage")
+
+    def __init__(
+        self,
+        spec: DialectSpec,
+        storage: Storage,
+        settings: StreamSettings,
+        headers: Mapping[str, str],
+        background: BackgroundResponses,
+    ) -> None:
+        self.spec = spec
+        self.storage = storage
+        self.settings = settings
+        self.headers = headers
+        self.background = background
+        self.keep: _Keep | None = None
+
+    async def __call__(self, raw: bytes) -> tuple[dict[str, Any], Served]:
+        owner = owner_of(self.headers)
+        upstream_api = self.settings.upstream_api
+        bridged = upstream_api is not None and upstream_api != self.spec.name
+        body, input_items, served = await continue_chain(
+            self.background.store, self.storage, parse_json_body(raw), owner, bridged=bridged
+        )
+        keep = self.keep = _Keep(self.background, self.storage, body, input_items, owner, served)
+        return keep.take_body(), keep.served
 
 
 async def _start_background(
@@ -532,13 +543,7 @@ async def _start_background(
     """A background request (decision P12): refused without a store, else started there."""
     storage = spec.storage
     if background is None or storage is None:
-        error = spec.error_response(
-            400,
-            "background mode needs a response store, and this server has none.",
-            param="background",
-            code="unsupported_parameter",
-        )
-        await send_answer(send, error, extra)
+        await send_answer(send, background_refused(spec, extra, "this server has none."))
         return
     call = backend_call(backend, prepared, headers)
     await background.create(
@@ -568,22 +573,6 @@ def stored_route(
         if spec is not None and spec.storage is not None and response_id:
             return spec, spec.storage, response_id, action if prefix == head else ""
     return None
-
-
-async def answer_locally(
-    spec: DialectSpec, route: LocalRoute, receive: Receive, send: Send, settings: StreamSettings
-) -> None:
-    """A dialect-local endpoint (``count_tokens``): the body in, the dialect's answer out."""
-    extra = dict(spec.response_headers())
-    try:
-        body = parse_json_body(await read_body(receive, settings.max_body_bytes))
-    except RequestError as exc:
-        error = dialect_error(spec, exc)
-        await send_answer(send, error, extra)
-        return
-    except ClientGone:
-        return
-    await send_json(send, 200, route(body), _header_pairs(extra))
 
 
 class SynthesizingApp:
@@ -646,7 +635,9 @@ class SynthesizingApp:
         path = scope["path"].rstrip("/") or "/"
         local = self.local_routes.get(path)
         if local is not None and scope["method"] == "POST":
-            await answer_locally(local[0], local[1], receive, send, self.settings)
+            answer = await answer_locally(local[0], local[1], receive, self.settings)
+            if answer is not None:
+                await send_answer(send, answer)
             return
         spec = self.routes.match(path)
         stored = (

@@ -8,6 +8,7 @@ output options and shapes every error. One request, in order (nothing is sent be
 1. the body is read with a size limit (:func:`read_body`: 413);
 2. it is parsed, sanitized and validated by its dialect (:func:`prepare`: a 400 in the
    dialect's error shape), or converted for an upstream of another dialect (a bridge);
+   :func:`admit` is both steps, for every writer;
 3. a non-streaming request calls the backend once and answers its JSON or its error status
    (:func:`run_backend_once`);
 4. a streaming one opens the engine (:func:`open_stream`); the writer sends the headers with
@@ -39,6 +40,7 @@ import anyio.abc
 from aiostream_synth._dialects.base import (
     DialectSpec,
     ErrorResponse,
+    LocalRoute,
     RequestTarget,
     StreamDialect,
 )
@@ -78,12 +80,18 @@ __all__ = [
     "LOG",
     "ON_DISCONNECT",
     "RECEIVED_AT",
+    "Admitted",
     "BackendCall",
     "ClientGone",
     "CompletionBackend",
     "DisconnectHook",
+    "LoadBody",
+    "Served",
     "StreamSettings",
+    "admit",
+    "answer_locally",
     "backend_call",
+    "background_refused",
     "dialect_error",
     "disconnect_hook",
     "dropped_header",
@@ -114,6 +122,9 @@ ON_DISCONNECT = "aiostream_synth.on_disconnect"
 #: What a server's :data:`ON_DISCONNECT` function is.
 DisconnectHook: TypeAlias = Callable[[Callable[[], object] | None], object]
 
+
+#: What a store served of a client's body: ``(path, reason)`` of each part, reported (P10).
+Served: TypeAlias = Sequence[tuple[tuple[str | int, ...], str]]
 
 #: The built-in dialects' routes (:class:`SynthesizingApp` answers every registered dialect's).
 DEFAULT_ROUTES: Mapping[str, str] = {path: spec.name for path, spec in route_table().items()}
@@ -385,7 +396,7 @@ def prepare(
     spec: DialectSpec,
     raw: bytes | dict[str, Any],
     settings: StreamSettings,
-    served: Sequence[tuple[tuple[str | int, ...], str]] = (),
+    served: Served = (),
     target: RequestTarget | None = None,
 ) -> PreparedRequest:
     """The dialect's request preparation (of the raw body, or of one already parsed) with the
@@ -409,3 +420,77 @@ def prepare(
     if settings.on_prepared is not None:
         settings.on_prepared(prepared)
     return prepared
+
+
+#: What a stored conversation's writer does between reading and preparing a request: the body
+#: with what the store holds of it put in front, and what the store served of it.
+LoadBody: TypeAlias = Callable[[bytes], Awaitable[tuple[dict[str, Any], Served]]]
+
+
+@dataclass(slots=True)
+class Admitted:
+    """A request read and prepared (steps 1 and 2): what every writer's answer starts from."""
+
+    prepared: PreparedRequest
+    #: The response's own headers: the dialect's, and what the request lost on the way (P10).
+    headers: dict[str, str]
+
+
+async def admit(
+    spec: DialectSpec,
+    receive: Receive,
+    settings: StreamSettings,
+    target: RequestTarget,
+    shutdown: ShutdownSignal | None = None,
+    load: LoadBody | None = None,
+) -> Admitted | ErrorResponse | None:
+    """Steps 1 and 2 for any writer: refused while shutting down (503), the body read within
+    the limit (413), ``load``-ed when given, prepared by its dialect (400...). Returns the
+    admitted request, or the error to answer in the dialect's shape (its headers included),
+    or None when the client left before its body was in."""
+    headers = dict(spec.response_headers())
+    try:
+        refuse_when_closing(shutdown)
+        raw = await read_body(receive, settings.max_body_bytes)
+        if load is None:
+            prepared = prepare(spec, raw, settings, target=target)
+        else:
+            body, served = await load(raw)
+            del raw
+            prepared = prepare(spec, body, settings, served, target)
+    except RequestError as exc:
+        error = dialect_error(spec, exc)
+        return ErrorResponse(error.status_code, error.body, {**headers, **error.headers})
+    except ClientGone:
+        return None
+    name, value = dropped_header(prepared.removals)
+    headers[name.decode()] = value.decode()
+    return Admitted(prepared, headers)
+
+
+def background_refused(spec: DialectSpec, headers: Mapping[str, str], why: str) -> ErrorResponse:
+    """A ``background`` request no store can keep: a 400 naming the parameter (P10: never
+    served as an ordinary request instead), ``why`` saying what to do."""
+    error = spec.error_response(
+        400,
+        f"background mode needs a response store: {why}",
+        param="background",
+        code="unsupported_parameter",
+    )
+    return ErrorResponse(error.status_code, error.body, {**headers, **error.headers})
+
+
+async def answer_locally(
+    spec: DialectSpec, route: LocalRoute, receive: Receive, settings: StreamSettings
+) -> ErrorResponse | None:
+    """A dialect-local endpoint's answer (``count_tokens``): the body in, the dialect's JSON
+    out (or its error); None when the client left before its body was in."""
+    headers = dict(spec.response_headers())
+    try:
+        body = parse_json_body(await read_body(receive, settings.max_body_bytes))
+    except RequestError as exc:
+        error = dialect_error(spec, exc)
+        return ErrorResponse(error.status_code, error.body, {**headers, **error.headers})
+    except ClientGone:
+        return None
+    return ErrorResponse(200, route(body), headers)

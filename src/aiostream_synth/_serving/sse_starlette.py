@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
@@ -25,26 +24,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from aiostream_synth._dialects.base import DialectSpec, LocalRoute, RequestTarget
-from aiostream_synth._dialects.prepared import parse_json_body
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, LocalRoute, RequestTarget
 from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._serving.pipeline import (
-    ClientGone,
     CompletionBackend,
     StreamSettings,
-    dialect_error,
-    dropped_header,
+    admit,
+    answer_locally,
+    background_refused,
     open_stream,
-    prepare,
-    read_body,
     received_at,
-    refuse_when_closing,
     request_headers,
     run_backend_once,
 )
-from aiostream_synth._wire.errors import BackendError, RequestError
+from aiostream_synth._wire.errors import BackendError
 from aiostream_synth._wire.json import dumps
 
 __all__ = [
@@ -103,12 +98,9 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
             try:
                 first: bytes | None = await self._stream.__anext__()
             except BackendError as exc:
-                response = _json(exc.status_code, exc.body)
-                response.headers.update(
-                    {k: v for k, v in self.headers.items() if k in self._carried}
-                )
-                response.headers.update(exc.headers)
-                await response(scope, receive, send)
+                ours = {k: v for k, v in self.headers.items() if k in self._carried}
+                answer = ErrorResponse(exc.status_code, exc.body, exc.headers)
+                await _json(answer, ours)(scope, receive, send)
                 return
             except StopAsyncIteration:
                 first = None
@@ -120,9 +112,13 @@ class SynthesizedEventSourceResponse(EventSourceResponse):
                     await super().__call__(scope, receive, send)
 
 
-def _json(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+def _json(answer: ErrorResponse, under: Mapping[str, str] | None = None) -> Response:
+    """A JSON answer in a dialect's shape, with ``under`` headers beneath its own."""
     return Response(
-        dumps(body), status_code=status, media_type="application/json", headers=dict(headers or {})
+        dumps(answer.body),
+        status_code=answer.status_code,
+        media_type="application/json",
+        headers={**(under or {}), **answer.headers},
     )
 
 
@@ -141,36 +137,23 @@ def synthesizing_endpoint(
 
     async def endpoint(request: Request) -> Response:
         arrived = received_at(request.scope)
-        headers = request_headers(request.scope)
-        extra = dict(spec.response_headers())
-        try:
-            refuse_when_closing(shutdown)
-            # The same limited read as the native path, on this request's ASGI receive.
-            raw = await read_body(request.receive, options.max_body_bytes)
-            target = RequestTarget(request.url.path, dict(request.path_params), request.url.query)
-            prepared = prepare(spec, raw, options, target=target)
-        except RequestError as exc:
-            error = dialect_error(spec, exc)
-            return _json(error.status_code, error.body, {**extra, **error.headers})
-        except ClientGone:
-            return Response(status_code=400)
-        name, value = dropped_header(prepared.removals)
-        extra[name.decode()] = value.decode()
-        if prepared.background:  # never served as an ordinary request (P10): refused, named
-            error = spec.error_response(
-                400,
-                "background mode needs a response store: these routes have none (serve with "
-                "SynthesizingApp(store=...) or aiostream-synth serve).",
-                param="background",
-                code="unsupported_parameter",
-            )
-            return _json(error.status_code, error.body, {**extra, **error.headers})
+        target = RequestTarget(request.url.path, dict(request.path_params), request.url.query)
+        admitted = await admit(spec, request.receive, options, target, shutdown)
+        if admitted is None:
+            return Response(status_code=400)  # the client left while sending
+        if isinstance(admitted, ErrorResponse):
+            return _json(admitted)
+        prepared, headers = admitted.prepared, admitted.headers
+        if prepared.background:
+            why = "these routes have none (serve with SynthesizingApp(store=...) or serve)."
+            return _json(background_refused(spec, headers, why))
+        calling = request_headers(request.scope)
         if not prepared.stream:
-            answer = await run_backend_once(spec, prepared, backend, options, headers)
-            return _json(answer.status_code, answer.body, {**extra, **answer.headers})
-        stream = open_stream(spec, prepared, backend, options, headers, waiting_since=arrived)
+            answer = await run_backend_once(spec, prepared, backend, options, calling)
+            return _json(answer, headers)
+        stream = open_stream(spec, prepared, backend, options, calling, waiting_since=arrived)
         return SynthesizedEventSourceResponse(
-            stream, send_timeout=send_timeout, shutdown=shutdown, headers=extra
+            stream, send_timeout=send_timeout, shutdown=shutdown, headers=headers
         )
 
     endpoint.__name__ = f"{spec.name}_endpoint"
@@ -184,15 +167,8 @@ def local_endpoint(
     options = settings or StreamSettings()
 
     async def endpoint(request: Request) -> Response:
-        extra = dict(spec.response_headers())
-        try:
-            body = parse_json_body(await read_body(request.receive, options.max_body_bytes))
-        except RequestError as exc:
-            error = dialect_error(spec, exc)
-            return _json(error.status_code, error.body, {**extra, **error.headers})
-        except ClientGone:
-            return Response(status_code=400)
-        return _json(200, route(body), extra)
+        answer = await answer_locally(spec, route, request.receive, options)
+        return Response(status_code=400) if answer is None else _json(answer)
 
     return endpoint
 
