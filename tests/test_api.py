@@ -210,6 +210,28 @@ def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
             assert found is None, f"{path.relative_to(PACKAGE)} names a dialect: {found.group(0)!r}"
 
 
+#: Where a loop's own API may be used below the proxy (#34's one runtime seam): the runtime,
+#: and the native writer's asyncio path, which it chooses by ``current_runtime().loop``.
+LOOP_SPECIFIC = {"_engine/runtime/__init__.py", "_engine/runtime/_asyncio.py"}
+LOOP_SPECIFIC |= {"_engine/runtime/_trio.py", "_engine/runtime/_eager311.py", "_serving/asgi.py"}
+
+
+def test_only_the_runtime_knows_which_event_loop_runs() -> None:
+    """asyncio's and trio's own APIs (and sniffio, which tells them apart) are used in
+    ``_engine/runtime/`` only, plus the native writer's one asyncio path: every other module
+    of the engine and the serving layer is written once, on anyio and the runtime."""
+    loops = {"asyncio", "trio", "sniffio"}
+    for layer in ("_engine", "_store", "_serving"):
+        for path in _modules(layer):
+            where = path.relative_to(PACKAGE).as_posix()
+            used = {n.split(".")[0] for n in _imports(path)} & loops
+            if where not in LOOP_SPECIFIC:
+                assert not used, f"{where} imports {used}: ask the runtime instead"
+    writer = _code(PACKAGE / "_serving" / "asgi.py")
+    assert "current_runtime().loop" in writer
+    assert "running_asyncio_loop" not in writer
+
+
 def _module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -433,3 +433,33 @@ async def test_an_answer_given_without_waiting_goes_to_its_client_and_is_not_kep
     assert calls == 4
     assert b"answer 3" in bodies[0]
     assert b"answer 4" in bodies[1]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a loop's own task factory
+async def test_a_client_leaving_before_the_call_took_its_first_step_still_ends_it() -> None:
+    """A loop with a task factory of its own starts the shared call's task late (not
+    eagerly): a client that leaves before that first step still starts the linger, which
+    cancels the call once it runs, instead of the call running for no one."""
+    import asyncio
+
+    from aiostream_synth._engine.tasks import BackgroundTasks
+
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(lambda loop, coro, **kw: asyncio.Task(coro, loop=loop, **kw))
+    backend = Backend(delay=3600)
+    told: list[BaseException | None] = []
+    try:
+        async with BackgroundTasks() as tasks:
+            shared = Coalescer(tasks, linger=0.01)
+            join: Any = shared.backend(KEY, backend)
+            listener = join.start_call(lambda result, error: told.append(error))
+            assert backend.calls == 0  # the call's task has not begun
+            listener.cancel()  # its only client leaves at once
+            with anyio.fail_after(60):
+                await backend.cancelled.wait()
+    finally:
+        loop.set_task_factory(None)
+    assert backend.calls == 1
+    assert len(told) == 1
+    assert isinstance(told[0], StreamAborted)
+    assert shared.in_flight == 0

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from aiostream_synth._engine.eager import start_eagerly
+from aiostream_synth._engine.runtime._eager311 import start_eagerly
 
 pytestmark = pytest.mark.anyio
 

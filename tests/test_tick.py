@@ -11,7 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from aiostream_synth._engine.tick import Ticker, TickWait, sleep, ticker_for
+from aiostream_synth._engine.runtime import current_runtime
+from aiostream_synth._engine.runtime._asyncio import AsyncioRuntime, Ticker
+from aiostream_synth._engine.tick import new_tick_wait, sleep
 
 pytestmark = pytest.mark.anyio
 
@@ -155,32 +157,47 @@ async def test_a_late_timer_resolves_every_group_already_due_at_once() -> None:
     assert _times(fake)[-1] == 5
 
 
-async def test_one_ticker_per_loop_and_a_real_wait_ends_at_its_deadline() -> None:
-    loop = asyncio.get_running_loop()
-    assert ticker_for(loop) is ticker_for(loop)
-    tick = TickWait()
+async def test_one_runtime_and_ticker_per_loop() -> None:
+    runtime = current_runtime()
+    assert isinstance(runtime, AsyncioRuntime)
+    assert runtime is current_runtime()
+    assert runtime.loop is asyncio.get_running_loop()
+    assert runtime.ticker is runtime.ticker
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_real_wait_ends_at_its_deadline_or_at_a_wake() -> None:
+    tick = new_tick_wait()
     deadline = anyio.current_time() + 0.02
     await tick.until(deadline)
     assert tick.now() >= deadline - 1e-6  # asyncio may run a timer a clock resolution early
-    woken = TickWait()
-    waiting = woken.until(anyio.current_time() + 3600)
-    woken.wake()
-    await waiting  # a wake ends the wait at once
+    woken = new_tick_wait()
     woken.wake()  # nothing waiting: no effect
+
+    async def wait_an_hour() -> None:
+        await woken.until(anyio.current_time() + 3600)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_an_hour)
+            await anyio.wait_all_tasks_blocked()
+            woken.wake()  # a wake ends the wait at once
 
 
 def test_a_loop_closed_with_ticks_pending_is_not_kept_alive() -> None:
     """A stream that ended long before its next tick leaves its place in a group; the loop
-    that held it can still go (the table of tickers holds loops weakly, tickers their loop
-    and waiters weakly)."""
+    that held it can still go (the table of runtimes holds loops weakly, runtimes and tickers
+    their loop and tickers their waiters weakly)."""
     loop = asyncio.new_event_loop()
 
     async def leave_a_tick_pending() -> int:
-        tick = TickWait()
+        tick = new_tick_wait()
         waiting = tick.until(tick.now() + 3600)
         tick.wake()
         await waiting
-        return ticker_for(asyncio.get_running_loop()).pending
+        runtime = current_runtime()
+        assert isinstance(runtime, AsyncioRuntime)
+        return runtime.ticker.pending
 
     assert loop.run_until_complete(leave_a_tick_pending()) == 1
     loop.close()

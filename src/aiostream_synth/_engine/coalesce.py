@@ -30,7 +30,6 @@ when no client is left and the linger runs out: nothing runs for nobody.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,8 +39,8 @@ import anyio
 import anyio.abc
 import orjson
 
-from aiostream_synth._engine.loops import running_asyncio_loop
-from aiostream_synth._engine.tasks import Cancellable, TaskStarter
+from aiostream_synth._engine.runtime import Event, Linger, Lingered, Runtime, current_runtime
+from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._wire.errors import StreamAborted
 from aiostream_synth._wire.failures import is_transient
 
@@ -73,16 +72,13 @@ class _SharedCall:
         "done",
         "error",
         "event",
-        "lingered",
+        "linger",
         "listeners",
         "result",
-        "scope",
         "stream",
-        "task",
-        "timer",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None, stream: bool) -> None:
+    def __init__(self, runtime: Runtime, stream: bool) -> None:
         #: Whether the request that started the call streams.
         self.stream = stream
         self.clients = 0
@@ -90,19 +86,13 @@ class _SharedCall:
         self.done = False
         #: Set when it ends; made for the first client that awaits the outcome in its own task
         #: (an engine stream is a listener instead: no event per streamed call).
-        self.event: asyncio.Event | anyio.Event | None = None
+        self.event: Event | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         #: The streams attached through ``start_call``, told the outcome when the call ends.
         self.listeners: list[_Listener] = []
-        #: On trio: the call's cancel scope, whose deadline is the linger once every client
-        #: has left. On asyncio the linger is a loop timer cancelling ``task`` (an anyio cancel
-        #: scope costs a task state per call there).
-        self.scope = anyio.CancelScope() if loop is None else None
-        self.task: Cancellable | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        #: The linger ran out and cancelled the call (asyncio).
-        self.lingered = False
+        #: Cancels the call once every client has left and the linger has run out.
+        self.linger: Linger = runtime.linger()
         #: The call finished with no client waiting for it (its answer is kept for a retry).
         self.abandoned = False
 
@@ -119,37 +109,14 @@ class _SharedCall:
         """One more client waits on the call (before a new call starts: see
         :meth:`Coalescer._start`)."""
         self.clients += 1
-        self.hold()
-
-    def hold(self) -> None:
-        """A client is here: no linger."""
-        if self.scope is not None:
-            self.scope.deadline = float("inf")
-        elif self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def linger(self, seconds: float, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Every client has left: cancel the call in ``seconds`` unless one comes back."""
-        if self.scope is not None:
-            self.scope.deadline = anyio.current_time() + seconds
-        elif loop is not None and self.task is not None:
-            self.timer = loop.call_later(seconds, self._expire)
-
-    def _expire(self) -> None:
-        self.timer = None
-        if not self.done and self.task is not None:
-            self.lingered = True
-            self.task.cancel()
+        self.linger.hold()
 
     async def wait(self) -> None:
         """Until the call has ended."""
         if self.done:
             return
         if self.event is None:
-            # asyncio's own event on asyncio: anyio's wraps it, one more coroutine frame per
-            # waiting client and a library lookup per call.
-            self.event = anyio.Event() if self.scope is not None else asyncio.Event()
+            self.event = current_runtime().event()
         await self.event.wait()
 
     def end(self) -> None:
@@ -157,10 +124,6 @@ class _SharedCall:
         self.done = True
         if self.event is not None:
             self.event.set()
-
-    @property
-    def cancelled_by_linger(self) -> bool:
-        return self.scope.cancelled_caught if self.scope is not None else self.lingered
 
 
 class Coalescer:
@@ -201,16 +164,14 @@ class Coalescer:
             return call
         return _Join(self, key, call, stream)
 
-    def _shared_for(
-        self, key: bytes, stream: bool, loop: asyncio.AbstractEventLoop | None
-    ) -> tuple[_SharedCall, bool]:
+    def _shared_for(self, key: bytes, stream: bool) -> tuple[_SharedCall, bool]:
         """The call a request attaches to: the one under ``key`` when it may, else a new one,
         not started yet (see :meth:`_start`); and whether it is new."""
         shared = self._calls.get(key)
         if shared is not None and shared.attachable(self._mode, stream):
             self.attached += 1
             return shared, False
-        shared = _SharedCall(loop, stream)
+        shared = _SharedCall(current_runtime(), stream)
         self._calls[key] = shared
         return shared, True
 
@@ -219,49 +180,36 @@ class Coalescer:
         returns (its task starts eagerly, see :mod:`aiostream_synth._engine.tasks`, and a
         backend may answer without waiting), and a call that ended with nobody attached would
         count as abandoned, its answer kept for a retry."""
-        shared.task = self._group.start_soon(self._run, key, shared, call)
+        self._group.start_soon(self._run, key, shared, call)
 
-    def _left(self, shared: _SharedCall, loop: asyncio.AbstractEventLoop | None) -> None:
+    def _left(self, shared: _SharedCall) -> None:
         """A client stopped waiting: the last one to leave a running call starts its linger."""
         shared.clients -= 1
         if shared.clients == 0 and not shared.done:
-            shared.linger(self._linger, loop)
+            shared.linger.start(self._linger)
 
     async def _run(
         self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]
     ) -> None:
         # One frame for the whole call (it lives as long as the backend works).
-        returned = False
+        lingered = False
         try:
-            if shared.scope is not None:
-                with shared.scope:
-                    shared.result = await call()
-                    returned = True
-            else:
-                try:
-                    shared.result = await call()
-                    returned = True
-                except asyncio.CancelledError:
-                    if not shared.lingered:
-                        raise  # from outside (the server shutting down)
-                    # Our own cancellation, handled here: the task's count goes back down.
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
+            shared.result = await shared.linger.run(call)
+        except Lingered:  # every client left and none came back: an outcome for no one
+            lingered = True
+            shared.error = StreamAborted("every client left; the backend call was cancelled")
         except Exception as exc:  # any backend failure is every client's outcome
             shared.error = exc
+        except BaseException:  # cancelled from outside (the server shutting down)
+            shared.error = StreamAborted("every client left; the backend call was cancelled")
+            raise
         finally:
-            if shared.timer is not None:
-                shared.timer.cancel()
-            if not returned and shared.error is None:  # cancelled: by the linger, or from outside
-                shared.error = StreamAborted("every client left; the backend call was cancelled")
             shared.abandoned = shared.clients == 0
             shared.end()
             listeners, shared.listeners = shared.listeners, []
             for listener in listeners:
                 listener.deliver()
-        cancelled = shared.cancelled_by_linger
-        if not cancelled and (shared.error is not None or shared.abandoned):
+        if not lingered and (shared.error is not None or shared.abandoned):
             # Remembered for a retry: a failure (served as ``attachable`` says), or a result
             # nobody was waiting for any more.
             await anyio.sleep(self._window)
@@ -292,23 +240,23 @@ class _Join:
         self._stream = stream
 
     async def __call__(self) -> Any:
-        coalescer, loop = self._coalescer, running_asyncio_loop()
-        shared, new = coalescer._shared_for(self._key, self._stream, loop)
+        coalescer = self._coalescer
+        shared, new = coalescer._shared_for(self._key, self._stream)
         shared.attach()
         try:
             if new:
                 coalescer._start(self._key, shared, self._call)
             await shared.wait()
         finally:
-            coalescer._left(shared, loop)
+            coalescer._left(shared)
         if shared.error is not None:
             raise _copy(shared.error)
         return shared.result
 
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Listener:
-        coalescer, loop = self._coalescer, running_asyncio_loop()
-        shared, new = coalescer._shared_for(self._key, self._stream, loop)
-        listener = _Listener(coalescer, shared, ended, loop)
+        coalescer = self._coalescer
+        shared, new = coalescer._shared_for(self._key, self._stream)
+        listener = _Listener(coalescer, shared, ended)
         if new:
             coalescer._start(self._key, shared, self._call)
         return listener
@@ -317,14 +265,13 @@ class _Join:
 class _Listener:
     """A stream attached to a shared call: told its outcome once, or leaves (``cancel``)."""
 
-    __slots__ = ("_coalescer", "_ended", "_loop", "_shared")
+    __slots__ = ("_coalescer", "_ended", "_shared")
 
     def __init__(
         self,
         coalescer: Coalescer,
         shared: _SharedCall,
         ended: Callable[[Any, BaseException | None], None],
-        loop: asyncio.AbstractEventLoop | None,
     ) -> None:
         self._coalescer = coalescer
         self._shared: _SharedCall | None = shared
@@ -332,7 +279,6 @@ class _Listener:
         # of the stream) would leave the finished stream in a reference cycle, freed only by a
         # full collection instead of at once.
         self._ended: Callable[[Any, BaseException | None], None] | None = ended
-        self._loop = loop
         shared.attach()
         if shared.done:  # a remembered outcome: told at once
             self.deliver()
@@ -356,7 +302,7 @@ class _Listener:
             return
         self._shared = self._ended = None
         shared.listeners.remove(self)
-        self._coalescer._left(shared, self._loop)
+        self._coalescer._left(shared)
         ended(None, StreamAborted("the stream stopped waiting for the backend call"))
 
 

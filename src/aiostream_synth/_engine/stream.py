@@ -32,7 +32,7 @@ import anyio.lowlevel
 
 from aiostream_synth._dialects.base import StreamDialect, StreamFrames
 from aiostream_synth._engine.tasks import Cancellable, TaskStarter, raise_collapsed
-from aiostream_synth._engine.tick import TickWait
+from aiostream_synth._engine.tick import TickWait, new_tick_wait
 from aiostream_synth._wire.errors import BackendError, InvalidResultError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
 
@@ -213,7 +213,7 @@ class SynthesizedStream:
             own = self._own_task_group = anyio.create_task_group()
             await own.__aenter__()
             task_group = self._task_group = own
-        self._tick = TickWait()
+        self._tick = new_tick_wait()
         now = self._tick.now()
         # Never before now: a client that waited longer than an interval gets one tick at once,
         # not one for each interval it spent queued.

@@ -40,7 +40,7 @@ from aiostream_synth._dialects.prepared import (
 from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._dialects.routes import RouteTable, request_target
 from aiostream_synth._engine.coalesce import Coalescer
-from aiostream_synth._engine.loops import running_asyncio_loop
+from aiostream_synth._engine.runtime import current_runtime
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_collapsed
@@ -166,7 +166,7 @@ def _write_until_disconnect(
     Returns the running loop's way of doing it, unawaited: a waiting stream's task resumes
     every coroutine frame between the server and the engine on each tick, so this one is not
     a frame of its own."""
-    loop = running_asyncio_loop()
+    loop = current_runtime().loop
     if loop is None:
         return _write_watched_by_a_task_group(stream, receive, send, headers)
     # asyncio: the writing runs in an ``asyncio.timeout`` that the server's callback or a bare
