@@ -6,7 +6,9 @@
   group is one wake-up of the loop; no cancel scope and no coroutine layers per tick;
 * tasks start straight on the loop (:class:`AsyncioTaskSet`), eagerly: their first step runs
   inside the caller's, up to its first suspension (asyncio's ``eager_start`` from 3.12,
-  :mod:`._eager311` before), unless the loop has a task factory of its own;
+  :mod:`._eager311` before), unless the loop has a task factory of its own. Only these tasks:
+  a loop-wide ``eager_task_factory`` (every task of the server eager, its request tasks too)
+  gained nothing measurable and cost first-byte latency in a burst (benchmarks/COSTS.md);
 * a shared call's linger is a loop timer cancelling the call's task (:class:`TimerLinger`;
   an anyio cancel scope costs a task state per call here).
 """
