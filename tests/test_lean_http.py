@@ -320,8 +320,8 @@ def test_a_client_leaving_mid_response_calls_back_once_and_ends_receive(loop: st
             client.close()
             await ended.wait()
             assert calls == ["left"]
-            # nothing left for the collector: the connection lets its exchange and parser go
-            assert (conn.current, conn.parsing, conn.parser) == (None, None, None)
+            # nothing left for the collector: the connection lets its exchange and reader go
+            assert (conn.current, conn.parsing, conn.reader) == (None, None, None)
 
     _run(loop, main)
 

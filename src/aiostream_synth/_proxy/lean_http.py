@@ -3,9 +3,12 @@
 uvicorn holds several KiB per open stream even with a bare ASGI function behind it
 (bench_load.py's ``floor-uvicorn``; the figures: benchmarks/COSTS.md): a protocol object, a request cycle and a flow control without slots, two
 ``asyncio.Event``s each with its own ``deque``. This server keeps what a stream needs and no
-more, in two slotted objects: a :class:`_Connection` (the asyncio protocol, httptools' parser)
-and an :class:`_Exchange` per request (its scope, request body and response state), plus the
-app's task.
+more, in two slotted objects: a :class:`_Connection` (the asyncio protocol) and an
+:class:`_Exchange` per request (its scope, request body and response state), plus the app's
+task. The connection's bytes become requests in a reader without I/O
+(:class:`~aiostream_synth._proxy.http1_reader.RequestReader`, over httptools' parser, fuzzed in
+``tests/test_http1_reader.py``), made when a request's bytes arrive and let go once it is read;
+the connection acts on what the reader found (timers, pipelining, the answers).
 
 What it does, as uvicorn's httptools protocol does:
 
@@ -70,14 +73,18 @@ import re
 import signal
 import socket
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
-import httptools
-
 from aiostream_synth._proxy.arrival import arrival, tcp_socket
+from aiostream_synth._proxy.http1_reader import (
+    BodyData,
+    MessageEnd,
+    RequestHead,
+    RequestReader,
+    UpgradeRefused,
+)
 from aiostream_synth._proxy.http_defences import (
     BODY_TIMEOUT_S,
     DRAIN_BYTES,
@@ -85,12 +92,10 @@ from aiostream_synth._proxy.http_defences import (
     KEEP_ALIVE_S,
     LINGER_S,
     MAX_HEAD_BYTES,
-    TRAILERS_SHOWN,
     WRITE_TIMEOUT_S,
     Limits,
     check_final_status,
     error_response,
-    head_steps,
     log_dropped_trailers,
     show,
     status_line,
@@ -127,8 +132,6 @@ GRACEFUL_S = 5.0
 FORCED_S = 1.0
 
 
-#: Distinct header names :class:`_Server` keeps lowercased (clients send the same few).
-_NAMES_KEPT = 512
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
@@ -410,29 +413,18 @@ class _Connection(asyncio.Protocol):
         "current",
         "drain_waiter",
         "draining",
-        "head_bytes",
-        "headers",
         "held",
-        "in_head",
-        "in_message",
-        "last_read",
         "lingering",
-        "parser",
         "parsing",
         "pipeline",
-        "progressed",
+        "reader",
         "reading_paused",
-        "received_at",
         "server",
         "sockname",
-        "stalled",
         "tcp",
         "timer",
         "timing",
-        "trailers",
         "transport",
-        "upgrade_left",
-        "url",
         "write_paused",
         "write_timer",
         "write_unsent",
@@ -441,17 +433,9 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: _Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        #: httptools' parser, while a request is being read (it keeps bound methods, close to
-        #: a KiB): made when bytes arrive, let go between requests.
-        self.parser: httptools.HttpRequestParser | None = None
-        self.in_message = False  # the parser is inside a request
-        self.in_head = False  # ... and inside its head
-        #: Bytes fed since the parser last called back (``progressed``): what a header value,
-        #: a trailer or a chunk line that never ends has taken so far.
-        self.stalled = 0
-        self.progressed = False
-        #: The names of the trailers after the current request's chunked body (dropped).
-        self.trailers: list[bytes] | None = None
+        #: The request reader (http1_reader.py), while a request is being read or after the
+        #: connection's last one: made when bytes arrive, let go between requests.
+        self.reader: RequestReader | None = None
         #: Bytes read while a pipelined request waits its turn, not parsed yet.
         self.held: bytearray | None = None
         #: After an early answer: request body bytes still to throw away before closing.
@@ -459,19 +443,12 @@ class _Connection(asyncio.Protocol):
         #: After a refusal: bytes still to read and throw away before closing (a lingering
         #: close), else None.
         self.lingering: int | None = None
-        #: The connection's last request was read whole (``Connection: close``, HTTP/1.0):
-        #: whatever the client sends after it is read and ignored, never parsed.
-        self.last_read = False
         self.client: tuple[str, int] | None = None
         self.sockname: tuple[str, int] | None = None
         self.closed = False
         self.current: _Exchange | None = None  # the exchange being answered
         self.parsing: _Exchange | None = None  # the exchange whose request is being read
         self.pipeline: deque[_Exchange] | None = None  # parsed, waiting for `current`
-        self.url = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_bytes = 0
-        self.received_at = 0.0
         #: The connection's TCP socket, which says when its data arrived (None: it cannot).
         self.tcp: Any | None = None
         #: The connection's one deadline, for what it waits for (``timing``): ``"idle"``, the
@@ -488,8 +465,6 @@ class _Connection(asyncio.Protocol):
         self.write_timer: asyncio.TimerHandle | None = None
         #: Bytes unsent when the write deadline was set: fewer when it fires is progress.
         self.write_unsent = 0
-        #: After an ``Upgrade`` request's head: its body bytes still to come (then nothing).
-        self.upgrade_left: int | None = None
 
     # -- transport ----------------------------------------------------------------------------
 
@@ -526,7 +501,7 @@ class _Connection(asyncio.Protocol):
         current = self.current
         # No reference cycles left for the collector: the exchanges and the parser (whose
         # bound methods hold this connection) are let go here.
-        self.current = self.parsing = self.parser = None
+        self.current = self.parsing = self.reader = None
         if current is not None:
             current.lost()
 
@@ -649,7 +624,7 @@ class _Connection(asyncio.Protocol):
             if self.timing != "body":
                 self._time(limits.body_timeout_s, "body")
             self.body_seen = self.server.loop.time()  # silent from now
-        elif self.in_message:
+        elif self.reader is not None and self.reader.in_message:
             if self.timing != "head":
                 # A head began on an idle connection: its own deadline from now on; one already
                 # counting (from the connection's opening) goes on, however the bytes trickle.
@@ -679,7 +654,7 @@ class _Connection(asyncio.Protocol):
             self._refuse(408, "Request Timeout")  # the app's receive() then hears a disconnect
         elif current is not None:  # pragma: no cover - the timer is stopped when answering
             return
-        elif self.in_message:  # part of a request head came
+        elif self.reader is not None and self.reader.in_message:  # part of a request head came
             LOG.warning(
                 "no whole request head from %s in %g s: closed",
                 show(self.client),
@@ -695,10 +670,6 @@ class _Connection(asyncio.Protocol):
             if self.lingering < 0:
                 self.close()
             return
-        if self.upgrade_left is not None:  # after an Upgrade request's head
-            self._upgrade_body(data)
-            self.deadline()
-            return
         if self.pipeline:
             # A request waits its turn: what follows it waits unparsed, but reading goes on,
             # so a client that leaves is noticed (its FIN read) while it waits.
@@ -713,72 +684,35 @@ class _Connection(asyncio.Protocol):
         self.deadline()
 
     def _feed(self, data: bytes) -> None:
-        if self.last_read:
-            return  # after the connection's last request: ignored (its answer still comes)
-        consumed = 0
-        for piece in head_steps(data, self._reading_head):
-            self._parse(piece)
-            consumed += len(piece)
-            if self.closed or self.last_read or self.lingering is not None:
-                return
-            if self.upgrade_left is not None:  # the rest is the Upgrade request's body
-                if consumed < len(data):
-                    self._upgrade_body(data[consumed:])
+        reader = self.reader
+        if reader is None:
+            reader = self.reader = RequestReader(self._arrival, self.server.names)
+        for event in reader.feed(data):
+            if self.closed or self.lingering is not None:
                 return
             transport = self.transport
             if transport is None or transport.is_closing():
                 return
-
-    def _reading_head(self) -> bool:
-        """Whether the next bytes may be (part of) a request head."""
-        return self.in_head or not self.in_message
-
-    def _parse(self, data: bytes) -> None:
-        parser = self.parser
-        if parser is None:
-            parser = self.parser = httptools.HttpRequestParser(self)
-        self.progressed = False
-        try:
-            parser.feed_data(data)
-        except httptools.HttpParserUpgrade as upgrade:
-            self.parser = None
-            self._upgrade_refused(data[upgrade.args[0] :] if upgrade.args else b"")
-        except httptools.HttpParserError as exc:
-            if self.last_read:
-                return  # llhttp refuses data after `Connection: close`: ignored, not a 400
-            if self.head_bytes > MAX_HEAD_BYTES:
-                self._refuse(431, "Request Header Fields Too Large")
+            if isinstance(event, BodyData):
+                self._body(event.data)
+            elif isinstance(event, RequestHead):
+                self._head(event)
+            elif isinstance(event, MessageEnd):
+                self._end(event, reader)
+            elif isinstance(event, UpgradeRefused):
+                exchange = self.pipeline[-1] if self.pipeline else self.current
+                if exchange is not None:
+                    exchange.keep_alive = False
             else:
-                LOG.warning("invalid HTTP request from %s: %s", show(self.client), exc)
-                self._refuse(400, "Invalid HTTP request")
-        else:
-            if not self.in_message:
-                self.parser = None  # between requests: the next one gets a fresh parser
-                self.stalled = 0
-            elif self.progressed:
-                # Counted from the last callback on: the bytes after it in this step are not,
-                # so the bound is exceeded by at most one step, never reached early.
-                self.stalled = 0
-            else:
-                self.stalled += len(data)
-                if self.head_bytes + self.stalled > MAX_HEAD_BYTES:
-                    self._stalled()
+                if event.reason:
+                    LOG.warning("request from %s refused: %s", show(self.client), event.reason)
+                self._refuse(event.status, event.text)
+        if self.reader is reader and not reader.in_message and not reader.done:
+            self.reader = None  # between requests: the next one gets a fresh reader
 
-    def _stalled(self) -> None:
-        """Bytes that complete nothing (a header value, a trailer, a chunk line that never
-        ends) passed the head limit: refused before httptools keeps more of them."""
-        if self.in_head:
-            LOG.warning(
-                "request head from %s over %d bytes: refused", show(self.client), MAX_HEAD_BYTES
-            )
-            self._refuse(431, "Request Header Fields Too Large")
-        else:
-            LOG.warning(
-                "%d bytes from %s in a request that complete nothing: refused",
-                self.stalled,
-                show(self.client),
-            )
-            self._refuse(400, "Invalid HTTP request")
+    def _arrival(self) -> float:
+        """When the bytes being parsed reached the kernel (else now, on the loop's clock)."""
+        return arrival(self.tcp, self.server.loop.time())
 
     def _refuse(self, status: int, text: str) -> None:
         """Answer ``status`` and end the connection: with a lingering close when no request is
@@ -801,8 +735,7 @@ class _Connection(asyncio.Protocol):
         would see "connection reset" instead of its 431."""
         transport = self.transport
         assert transport is not None
-        self.parser = None
-        self.in_message = self.in_head = False
+        self.reader = None
         self.pipeline = self.held = None
         self.lingering = DRAIN_BYTES
         try:
@@ -813,108 +746,25 @@ class _Connection(asyncio.Protocol):
         self._time(LINGER_S, "linger")
         self.resume_reading()
 
-    def _upgrade_refused(self, rest: bytes) -> None:
-        """httptools stops at the head of a request asking to switch protocols (``Upgrade``;
-        curl's ``--http2`` sends ``Upgrade: h2c`` on plain HTTP): the request is answered as a
-        plain one, its ``content-length`` body read here, and the connection closes after it;
-        nothing after the body is read."""
-        exchange = self.pipeline[-1] if self.pipeline else self.current
-        self.upgrade_left = 0
-        if exchange is None:  # pragma: no cover - the head always made an exchange
-            self.close()
-            return
-        exchange.keep_alive = False
-        length = b"0"
-        for name, value in exchange.scope["headers"]:
-            if name == b"transfer-encoding":
-                self._refuse(400, "An Upgrade request with a chunked body is not supported")
-                return
-            if name == b"content-length":
-                length = value
-        self.upgrade_left = int(length)  # llhttp checked it is a number
-        if self.upgrade_left:
-            exchange.body_done = False
-            self.parsing = exchange
-            self._upgrade_body(rest)
+    # -- what the reader found ----------------------------------------------------------------
 
-    def _upgrade_body(self, data: bytes) -> None:
-        left = self.upgrade_left or 0
-        if left and data:
-            chunk = data[:left]
-            self.upgrade_left = left - len(chunk)
-            self.on_body(chunk)
-            if not self.upgrade_left:
-                self.on_message_complete()
-
-    # -- httptools' callbacks -----------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self.in_message = self.in_head = self.progressed = True
-        self.received_at = arrival(self.tcp, self.server.loop.time())
-        self.url = b""
-        self.headers = []
-        self.head_bytes = 0
-
-    def on_url(self, url: bytes) -> None:
-        self.progressed = True
-        self.head_bytes += len(url)
-        if self.head_bytes > MAX_HEAD_BYTES:
-            raise ValueError("request head too large")
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.progressed = True
-        self.head_bytes += len(name) + len(value) + 4
-        if self.head_bytes > MAX_HEAD_BYTES:
-            raise ValueError("request head too large")
-        if not self.in_head:  # a trailer (after a chunked body): read, counted, dropped
-            if self.trailers is None:
-                self.trailers = []
-            if len(self.trailers) < TRAILERS_SHOWN:
-                self.trailers.append(name)
-            return
-        if value[-1:] in (b" ", b"\t"):
-            value = value.rstrip(b" \t")  # llhttp keeps the whitespace ending a value
-        names = self.server.names
-        lowered = names.get(name)
-        if lowered is None:
-            lowered = name.lower()
-            if len(names) < _NAMES_KEPT:
-                names[name] = lowered
-        self.headers.append((lowered, value))
-
-    def on_headers_complete(self) -> None:
-        self.in_head = False
-        self.progressed = True
-        parser = self.parser
-        assert parser is not None  # called back from its feed_data
-        url = httptools.parse_url(self.url)
-        raw_path: bytes = url.path
-        path = raw_path.decode("latin-1")
-        if "%" in path:
-            path = urllib.parse.unquote(path)
-        version = parser.get_http_version()
-        headers, self.headers, self.url = self.headers, [], b""
-        expect_continue = any(
-            name == b"expect" and value.lower() == b"100-continue" for name, value in headers
-        )
+    def _head(self, head: RequestHead) -> None:
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": _ASGI,
-            "http_version": version,
+            "http_version": head.http_version,
             "server": self.sockname,
             "client": self.client,
             "scheme": "http",
-            "method": parser.get_method().decode("ascii"),
+            "method": head.method,
             "root_path": "",
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": url.query or b"",
-            "headers": headers,
-            RECEIVED_AT: self.received_at,
+            "path": head.path,
+            "raw_path": head.raw_path,
+            "query_string": head.query_string,
+            "headers": head.headers,
+            RECEIVED_AT: head.received_at,
         }
-        keep_alive = version == "1.1" and parser.should_keep_alive()
-        exchange = _Exchange(self, scope, expect_continue, keep_alive)
+        exchange = _Exchange(self, scope, head.expect_continue, head.keep_alive)
         scope[ON_DISCONNECT] = exchange.watch
         self.parsing = exchange
         if self.current is None:
@@ -925,8 +775,7 @@ class _Connection(asyncio.Protocol):
                 self.pipeline = deque()
             self.pipeline.append(exchange)
 
-    def on_body(self, body: bytes) -> None:
-        self.progressed = True
+    def _body(self, body: bytes) -> None:
         if self.draining is not None:  # after an early answer: thrown away, up to a bound
             self.draining -= len(body)
             if self.draining < 0:
@@ -940,12 +789,9 @@ class _Connection(asyncio.Protocol):
             self.pause_reading()
         exchange.wake()
 
-    def on_message_complete(self) -> None:
-        self.in_message = self.in_head = False
-        self.progressed = True
-        if self.trailers is not None:
-            log_dropped_trailers(self.client, self.trailers)
-            self.trailers = None
+    def _end(self, end: MessageEnd, reader: RequestReader) -> None:
+        if end.trailers:
+            log_dropped_trailers(self.client, end.trailers)
         if self.draining is not None:  # the early-answered request's body was read whole
             self.close()
             return
@@ -953,7 +799,9 @@ class _Connection(asyncio.Protocol):
         if exchange is not None:
             exchange.body_done = True
             if not exchange.keep_alive:
-                self.last_read = True
+                # The connection's last request (or one answered before its body came):
+                # whatever the client sends after it is read and ignored, never parsed.
+                reader.stop()
             exchange.wake()
 
     # -- exchanges ----------------------------------------------------------------------------
