@@ -232,6 +232,50 @@ def test_only_the_runtime_knows_which_event_loop_runs() -> None:
     assert "running_asyncio_loop" not in writer
 
 
+def _sdk_imports(path: pathlib.Path) -> tuple[set[str], set[str]]:
+    """The openai / anthropic modules ``path`` imports at run time, and those it imports only
+    for the type checker (inside ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text())
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+            typing_only.update(id(inner) for inner in ast.walk(node))
+    at_run_time: set[str] = set()
+    for_types: set[str] = set()
+    for node in ast.walk(tree):
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        for name in names:
+            if name.split(".")[0] in ("openai", "anthropic"):
+                (for_types if id(node) in typing_only else at_run_time).add(name)
+    return at_run_time, for_types
+
+
+def test_the_bridges_build_the_sdks_typed_shapes_at_no_run_time_cost() -> None:
+    """The request converters annotate what they build with the SDKs' TypedDicts (the type
+    checker then checks each content part, tool and message against the SDK), imported for the
+    type checker only: a bridge loads no SDK module."""
+    typed = set()
+    for path in _modules("_dialects/bridges"):
+        at_run_time, for_types = _sdk_imports(path)
+        where = path.relative_to(PACKAGE).as_posix()
+        assert not at_run_time, f"{where} imports {at_run_time} at run time"
+        if for_types:
+            typed.add(where.removeprefix("_dialects/bridges/"))
+    assert typed >= {
+        "anthropic_chat/request.py",
+        "chat_anthropic/request.py",
+        "responses_chat/messages.py",
+        "responses_chat/tools.py",
+    }
+
+
 def _module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

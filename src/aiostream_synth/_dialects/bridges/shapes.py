@@ -1,10 +1,18 @@
 """Reading JSON of unknown shape: what the bridges use to read an upstream's answer or a
-client's history without trusting either."""
+client's history without trusting either; and the type of a chat message they build."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
+
+    #: A chat message a bridge builds: the SDK's shape, or a plain dict for one that carries
+    #: what the SDK's types have no key for (an assistant message's ``reasoning_content``,
+    #: which DeepSeek, vLLM and SGLang read back).
+    ChatMessage: TypeAlias = ChatCompletionMessageParam | dict[str, Any]
 
 __all__ = ["count", "elements", "obj", "text_of"]
 

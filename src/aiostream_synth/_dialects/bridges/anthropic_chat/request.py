@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,7 +25,20 @@ from aiostream_synth._dialects.bridges.chat_reasoning import reasoning_fields
 from aiostream_synth._dialects.bridges.names import NameTable
 from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.shapes import elements, obj
+
+if TYPE_CHECKING:
+    from aiostream_synth._dialects.bridges.shapes import ChatMessage
 from aiostream_synth._params.removals import Removals
+
+if TYPE_CHECKING:  # the SDK's shapes of what is built here (no import at run time)
+    from openai.types.chat import (
+        ChatCompletionContentPartImageParam,
+        ChatCompletionContentPartParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionToolMessageParam,
+    )
+    from openai.types.shared_params import FunctionDefinition
 
 __all__ = ["AnthropicChatContext", "anthropic_to_chat_request"]
 
@@ -69,7 +82,7 @@ def _blocks(content: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+def _image_part(block: dict[str, Any]) -> ChatCompletionContentPartImageParam | None:
     source = obj(block.get("source"))
     if source.get("type") == "base64":
         url = f"data:{source.get('media_type')};base64,{source.get('data')}"
@@ -80,7 +93,7 @@ def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _document_part(block: dict[str, Any]) -> dict[str, Any] | None:
+def _document_part(block: dict[str, Any]) -> ChatCompletionContentPartParam | None:
     source = obj(block.get("source"))
     if source.get("type") == "base64":
         data = f"data:{source.get('media_type')};base64,{source.get('data')}"
@@ -93,10 +106,10 @@ def _document_part(block: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _result_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
+def _result_text(content: Any) -> tuple[str, list[ChatCompletionContentPartImageParam]]:
     """A tool result's text and its images."""
     texts: list[str] = []
-    images: list[dict[str, Any]] = []
+    images: list[ChatCompletionContentPartImageParam] = []
     for block in _blocks(content):
         if not isinstance(block, dict):
             continue
@@ -114,42 +127,46 @@ class _Messages:
         self.ctx = ctx
         self.options = ctx.options
         self.removals = removals
-        self.out: list[dict[str, Any]] = []
+        self.out: list[ChatMessage] = []
         #: call ids of the last assistant turn still waiting for their result, in order
         self.pending: list[str] = []
         #: (index in ``out``, client index) of an assistant message that carries only thinking
         self.thinking_only: tuple[int, int] | None = None
 
-    def _close_pending(self, results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _close_pending(
+        self, results: dict[str, list[dict[str, Any]]]
+    ) -> list[ChatCompletionContentPartImageParam]:
         """Tool messages for the pending calls, in call order (a call without a result gets
         the synthesized one), and the images those results carried. A call answered by more
         than one ``tool_result`` gets one tool message with every result's text, in order."""
-        images: list[dict[str, Any]] = []
+        images: list[ChatCompletionContentPartImageParam] = []
         for call_id in self.pending:
             found_results = results.pop(call_id, None)
             if not found_results:
-                self.out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": self.options.dangling_call_output,
-                    }
-                )
+                dangling: ChatCompletionToolMessageParam = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": self.options.dangling_call_output,
+                }
+                self.out.append(dangling)
                 continue
             texts = []
             for result in found_results:
                 text, found = _result_text(result.get("content"))
                 texts.append(f"Error: {text}" if result.get("is_error") is True else text)
                 images.extend(found)
-            self.out.append(
-                {"role": "tool", "tool_call_id": call_id, "content": "\n\n".join(texts)}
-            )
+            answered: ChatCompletionToolMessageParam = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": "\n\n".join(texts),
+            }
+            self.out.append(answered)
         self.pending = []
         return images
 
     def user(self, content: Any, index: int) -> None:
         results: dict[str, list[dict[str, Any]]] = {}
-        parts: list[dict[str, Any]] = []
+        parts: list[ChatCompletionContentPartParam] = []
         for k, block in enumerate(_blocks(content)):
             if not isinstance(block, dict):
                 continue
@@ -168,9 +185,9 @@ class _Messages:
                         "image source a chat upstream cannot read",
                     )
             elif kind == "document":
-                part = _document_part(block)
-                if part is not None:
-                    parts.append(part)
+                document = _document_part(block)
+                if document is not None:
+                    parts.append(document)
                 else:
                     self.removals.add(
                         ("messages", index, "content", k),
@@ -200,8 +217,9 @@ class _Messages:
             ]
         if not parts:
             return
-        if all(part["type"] == "text" for part in parts):
-            self.out.append({"role": "user", "content": "\n\n".join(p["text"] for p in parts)})
+        texts = [part["text"] for part in parts if part["type"] == "text"]
+        if len(texts) == len(parts):
+            self.out.append({"role": "user", "content": "\n\n".join(texts)})
         else:
             self.out.append({"role": "user", "content": parts})
 
@@ -210,7 +228,7 @@ class _Messages:
             self._close_pending({})
         texts: list[str] = []
         reasoning: list[str] = []
-        calls: list[dict[str, Any]] = []
+        calls: list[ChatCompletionMessageFunctionToolCallParam] = []
         for k, block in enumerate(_blocks(content)):
             if not isinstance(block, dict):
                 continue
@@ -267,7 +285,7 @@ class _Messages:
         self.out.append(message)
         self.pending = [call["id"] for call in calls]
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[ChatMessage]:
         if self.pending:
             self._close_pending({})
         if self.thinking_only is not None and self.thinking_only[0] == len(self.out) - 1:
@@ -297,8 +315,10 @@ def _system_text(system: Any, removals: Removals) -> str:
     return "\n\n".join(texts)
 
 
-def _tools(tools: Any, ctx: AnthropicChatContext, removals: Removals) -> list[dict[str, Any]]:
-    out = []
+def _tools(
+    tools: Any, ctx: AnthropicChatContext, removals: Removals
+) -> list[ChatCompletionFunctionToolParam]:
+    out: list[ChatCompletionFunctionToolParam] = []
     for k, tool in enumerate(elements(tools)):
         if not isinstance(tool, dict):
             continue
@@ -310,7 +330,7 @@ def _tools(tools: Any, ctx: AnthropicChatContext, removals: Removals) -> list[di
             )
             continue
         name, _ = ctx.names.upstream(str(tool.get("name")), sanitize=ctx.options.name_sanitize)
-        function: dict[str, Any] = {"name": name}
+        function: FunctionDefinition = {"name": name}
         if tool.get("description"):
             function["description"] = tool["description"]
         schema = tool.get("input_schema")

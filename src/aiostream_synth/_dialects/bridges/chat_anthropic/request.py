@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -22,6 +22,9 @@ from aiostream_synth._dialects.bridges.options import BridgeOptions
 from aiostream_synth._dialects.bridges.shapes import elements, obj, text_of
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
+
+if TYPE_CHECKING:  # the SDK's shapes of what is built here (no import at run time)
+    from anthropic.types import ContentBlockParam, ImageBlockParam, ToolParam
 
 __all__ = ["DEFAULT_MAX_TOKENS", "ChatAnthropicContext", "chat_to_anthropic_request"]
 
@@ -58,10 +61,10 @@ class ChatAnthropicContext:
     model: Any = None
 
 
-def _user_blocks(content: Any, index: int, removals: Removals) -> list[dict[str, Any]]:
+def _user_blocks(content: Any, index: int, removals: Removals) -> list[ContentBlockParam]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ContentBlockParam] = []
     for k, part in enumerate(content if isinstance(content, list) else ()):
         if not isinstance(part, dict):
             continue
@@ -75,7 +78,9 @@ def _user_blocks(content: Any, index: int, removals: Removals) -> list[dict[str,
                 if match
                 else {"type": "url", "url": url}
             )
-            blocks.append({"type": "image", "source": source})
+            # The media type is the client's (the SDK's type lists the ones Anthropic documents):
+            # forwarded as it is, for the upstream to accept or refuse.
+            blocks.append(cast("ImageBlockParam", {"type": "image", "source": source}))
         else:
             removals.add(
                 ("messages", index, "content", k),
@@ -84,7 +89,7 @@ def _user_blocks(content: Any, index: int, removals: Removals) -> list[dict[str,
     return blocks
 
 
-def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+def _append(messages: list[dict[str, Any]], role: str, blocks: list[ContentBlockParam]) -> None:
     if not blocks:
         return
     if messages and messages[-1]["role"] == role:
@@ -111,6 +116,7 @@ def chat_to_anthropic_request(
         "model": options.model_map.get(model, model) if isinstance(model, str) else model
     }
     system: list[str] = []
+    #: Turns merged as they come (a turn's blocks are extended in place: plain dicts).
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(elements(body.get("messages"))):
         if not isinstance(message, dict):
@@ -126,7 +132,7 @@ def chat_to_anthropic_request(
         elif role == "user":
             _append(messages, "user", _user_blocks(content, index, report))
         elif role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            blocks: list[ContentBlockParam] = []
             refusal = message.get("refusal")
             text = text_of(content) + (refusal if isinstance(refusal, str) else "")
             if text:
@@ -174,16 +180,19 @@ def chat_to_anthropic_request(
     if system:
         out["system"] = "\n\n".join(system)
     out["messages"] = messages
-    tools = []
+    tools: list[ToolParam] = []
     for k, tool in enumerate(elements(body.get("tools"))):
         declared = obj(tool).get("function")
         if not isinstance(declared, dict):
             report.add(("tools", k), "only function tools reach an Anthropic upstream")
             continue
-        spec: dict[str, Any] = {"name": declared.get("name")}
+        schema = declared.get("parameters") or {"type": "object", "properties": {}}
+        # The client's name even when it is not a string (a missing key is no reason to drop
+        # the tool): the upstream says what is wrong with it.
+        name = cast("str", declared.get("name"))
+        spec: ToolParam = {"name": name, "input_schema": schema}
         if declared.get("description"):
             spec["description"] = declared["description"]
-        spec["input_schema"] = declared.get("parameters") or {"type": "object", "properties": {}}
         tools.append(spec)
     if tools:
         out["tools"] = tools

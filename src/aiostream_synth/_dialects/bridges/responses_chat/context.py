@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ class ResponsesChatContext:
         assert isinstance(self.history_call_ids, set), "the context is frozen"
         self.history_call_ids.add(call_id)
 
-    def freeze(self, messages: list[dict[str, Any]]) -> None:
+    def freeze(self, messages: Sequence[object]) -> None:
         """The request is converted: keep what converting the answer reads, compactly (the
         context lives as long as the turn; an empty frozenset is shared, an empty set is not).
         Of the upstream ``messages`` only their size is kept: holding them would keep the whole

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,6 +24,17 @@ from aiostream_synth._dialects.bridges.responses_chat.tools import LOCAL_SHELL_T
 from aiostream_synth._dialects.bridges.shapes import elements, obj, text_of
 from aiostream_synth._params.removals import Removals, format_path
 from aiostream_synth._wire.errors import BridgeError
+
+if TYPE_CHECKING:  # the SDK's shapes of what is built here (no import at run time)
+    from openai.types.chat import (
+        ChatCompletionContentPartImageParam,
+        ChatCompletionContentPartParam,
+        ChatCompletionToolMessageParam,
+    )
+    from openai.types.chat.chat_completion_content_part_image_param import ImageURL
+    from openai.types.chat.chat_completion_content_part_param import FileFile
+
+    from aiostream_synth._dialects.bridges.shapes import ChatMessage
 
 __all__ = ["chat_messages"]
 
@@ -84,7 +95,7 @@ class _Assembler:
         self.ctx = ctx
         self.options = ctx.options
         self.removals = removals
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[ChatMessage] = []
         self.system: list[str] = []
         self.block = _Block()
         self.consumed: set[int] = set()
@@ -118,7 +129,7 @@ class _Assembler:
             return content
         if not isinstance(content, list):
             return ""
-        parts: list[dict[str, Any]] = []
+        parts: list[ChatCompletionContentPartParam] = []
         for k, part in enumerate(content):
             if not isinstance(part, dict):
                 continue
@@ -134,7 +145,7 @@ class _Assembler:
                         "a chat upstream cannot fetch it. Send it as image_url.",
                         param=path,
                     )
-                image: dict[str, Any] = {"url": url}
+                image: ImageURL = {"url": url}
                 if part.get("detail") in _IMAGE_DETAILS:
                     image["detail"] = part["detail"]
                 parts.append({"type": "image_url", "image_url": image})
@@ -146,7 +157,7 @@ class _Assembler:
                         "upstream. Send its contents as file_data.",
                         param=path,
                     )
-                file: dict[str, Any] = {"file_data": data}
+                file: FileFile = {"file_data": data}
                 if part.get("filename"):
                     file["filename"] = part["filename"]
                 parts.append({"type": "file", "file": file})
@@ -155,17 +166,16 @@ class _Assembler:
                     (*self.removals.original_path(("input", index)), "content", k),
                     f"{kind!r} content part: no chat equivalent",
                 )
-        if all(part["type"] == "text" for part in parts):
-            return "\n\n".join(part["text"] for part in parts)
-        return parts
+        texts = [part["text"] for part in parts if part["type"] == "text"]
+        return "\n\n".join(texts) if len(texts) == len(parts) else parts
 
-    def _tool_output(self, item: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
+    def _tool_output(self, item: dict[str, Any], call_id: str) -> list[ChatMessage]:
         """The tool message for an output (and a user message holding its media, by option)."""
         output = item.get("output")
         if isinstance(output, str) or output is None:
             return [{"role": "tool", "tool_call_id": call_id, "content": output or ""}]
         texts: list[str] = []
-        media: list[dict[str, Any]] = []
+        media: list[ChatCompletionContentPartImageParam] = []
         for part in output if isinstance(output, list) else ():
             if not isinstance(part, dict):
                 continue
@@ -181,9 +191,12 @@ class _Assembler:
                     media.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
                 else:
                     texts.append(f"[{kind} omitted]")
-        messages: list[dict[str, Any]] = [
-            {"role": "tool", "tool_call_id": call_id, "content": "\n".join(texts)}
-        ]
+        tool: ChatCompletionToolMessageParam = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": "\n".join(texts),
+        }
+        messages: list[ChatMessage] = [tool]
         if media:
             messages.append(
                 {
@@ -301,7 +314,7 @@ class _Assembler:
             return  # reasoning only, and reasoning is not replayed to this upstream
         self.messages.append(message)
         seen: set[str] = set()
-        extra: list[dict[str, Any]] = []
+        extra: list[ChatMessage] = []
         for call, position in zip(block.calls, block.call_positions, strict=True):
             call_id = call["id"]
             output = None
@@ -361,7 +374,7 @@ class _Assembler:
             }
         )
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self) -> list[ChatMessage]:
         conversation_started = False
         for index, item in enumerate(self.items):
             if index in self.consumed:
@@ -486,7 +499,7 @@ def chat_messages(
     items: Any,
     ctx: ResponsesChatContext,
     removals: Removals,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The chat messages for ``instructions`` and ``input`` (a string or a list of items)."""
     items = [{"role": "user", "content": items}] if isinstance(items, str) else elements(items)
     assembler = _Assembler(items, ctx, removals)

@@ -12,7 +12,7 @@ on OpenAI's servers: a chat backend cannot run them, so they are dropped and rep
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aiostream_synth._dialects.bridges.responses_chat.context import ResponsesChatContext
 from aiostream_synth._dialects.bridges.shapes import elements
@@ -20,12 +20,24 @@ from aiostream_synth._dialects.responses.namespaces import flatten_tools
 from aiostream_synth._params.removals import Removals
 from aiostream_synth._wire.errors import BridgeError
 
+if TYPE_CHECKING:  # the SDK's shapes of what is built here (no import at run time)
+    from openai.types.chat import (
+        ChatCompletionCustomToolParam,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionToolUnionParam,
+    )
+    from openai.types.chat.chat_completion_custom_tool_param import (
+        Custom,
+        CustomFormatGrammarGrammar,
+    )
+    from openai.types.shared_params import FunctionDefinition
+
 __all__ = ["LOCAL_SHELL_TOOL", "chat_response_format", "chat_tool_choice", "chat_tools"]
 
 LOG = logging.getLogger("aiostream_synth.bridge")
 
 LOCAL_SHELL_TOOL = "local_shell"
-_LOCAL_SHELL_PARAMETERS = {
+_LOCAL_SHELL_PARAMETERS: dict[str, object] = {
     "type": "object",
     "properties": {
         "command": {"type": "array", "items": {"type": "string"}},
@@ -52,7 +64,9 @@ def _grammar(format_: Any) -> str:
     )
 
 
-def _custom_as_function(tool: dict[str, Any], name: str, param: str) -> dict[str, Any]:
+def _custom_as_function(
+    tool: dict[str, Any], name: str, param: str
+) -> ChatCompletionFunctionToolParam:
     original = str(tool.get("name"))
     description = str(tool.get("description") or "") or f"Free-form tool `{original}`."
     grammar = _grammar(tool.get("format"))
@@ -75,23 +89,25 @@ def _custom_as_function(tool: dict[str, Any], name: str, param: str) -> dict[str
     }
 
 
-def _custom_passthrough(tool: dict[str, Any], name: str) -> dict[str, Any]:
-    custom: dict[str, Any] = {"name": name}
+def _custom_passthrough(tool: dict[str, Any], name: str) -> ChatCompletionCustomToolParam:
+    custom: Custom = {"name": name}
     if tool.get("description"):
         custom["description"] = tool["description"]
     format_ = tool.get("format")
     if isinstance(format_, dict) and format_.get("type") == "grammar":
+        # The client's definition and syntax as they are (the upstream judges them).
+        grammar = {"definition": format_.get("definition"), "syntax": format_.get("syntax")}
         custom["format"] = {
             "type": "grammar",
-            "grammar": {"definition": format_.get("definition"), "syntax": format_.get("syntax")},
+            "grammar": cast("CustomFormatGrammarGrammar", grammar),
         }
     elif isinstance(format_, dict):
         custom["format"] = {"type": "text"}
     return {"type": "custom", "custom": custom}
 
 
-def _function(tool: dict[str, Any], name: str) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
+def _function(tool: dict[str, Any], name: str) -> ChatCompletionFunctionToolParam:
+    function: FunctionDefinition = {"name": name}
     if tool.get("description"):
         function["description"] = tool["description"]
     parameters = tool.get("parameters")
@@ -115,7 +131,7 @@ def chat_tools(
         return dropped
     flat, ns_map = flatten_tools(elements(tools), keep_malformed=False, removals=removals)
     ctx.ns_map.update(ns_map)
-    out: list[dict[str, Any]] = []
+    out: list[ChatCompletionToolUnionParam] = []
     functions = {
         tool.get("name")
         for tool, _ in flat
