@@ -681,14 +681,14 @@ async def test_a_server_disconnect_callback_replaces_the_watcher_task() -> None:
 def test_streams_sending_the_same_headers_share_one_list() -> None:
     """A waiting stream keeps its response headers for minutes: identical ones are one list
     (never extended in place), and the table of them is bounded."""
-    from aiostream_synth._serving import asgi
+    from aiostream_synth._serving import answers
 
-    one = asgi._shared_header_pairs({"x-aiostream-synth-dropped": ""})
-    two = asgi._shared_header_pairs({"x-aiostream-synth-dropped": ""})
-    other = asgi._shared_header_pairs({"x-aiostream-synth-dropped": "input[0].id"})
+    one = answers.shared_header_pairs({"x-aiostream-synth-dropped": ""})
+    two = answers.shared_header_pairs({"x-aiostream-synth-dropped": ""})
+    other = answers.shared_header_pairs({"x-aiostream-synth-dropped": "input[0].id"})
     assert one is two
     assert one == [(b"x-aiostream-synth-dropped", b"")]
     assert other == [(b"x-aiostream-synth-dropped", b"input[0].id")]
-    for n in range(asgi._SHARED_HEADERS_KEPT * 2):
-        asgi._shared_header_pairs({"x-n": str(n)})
-    assert len(asgi._SHARED_HEADERS) <= asgi._SHARED_HEADERS_KEPT
+    for n in range(answers._SHARED_HEADERS_KEPT * 2):
+        answers.shared_header_pairs({"x-n": str(n)})
+    assert len(answers._SHARED_HEADERS) <= answers._SHARED_HEADERS_KEPT

@@ -42,7 +42,8 @@ from aiostream_synth._proxy.dialect_plugins import build_dialect_options, load_d
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._proxy.metrics import Metrics, StoreFigures
 from aiostream_synth._proxy.upstream import UpstreamBackend
-from aiostream_synth._serving.asgi import SynthesizingApp, send_answer, send_json
+from aiostream_synth._serving.answers import send_answer, send_json
+from aiostream_synth._serving.asgi import SynthesizingApp
 from aiostream_synth._serving.asgi_types import Message, Receive, Scope, Send
 from aiostream_synth._serving.pipeline import (
     BackendCall,

@@ -13,7 +13,7 @@ leaving; a server that can call the app back when the client leaves spares that 
 asyncio a callback instead of a task in ``receive()``, a task's memory per waiting stream).
 :class:`ShutdownSignal` (ours, not the server's) ends open streams cleanly. With a response
 store, it also keeps answers that outlive their connection (background responses, stored
-chains; :mod:`aiostream_synth._serving.background`, :mod:`aiostream_synth._serving.chains`).
+chains; how a request is kept: :mod:`aiostream_synth._serving.keeping`).
 """
 
 from __future__ import annotations
@@ -21,21 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from aiostream_synth._dialects.base import (
     DialectSpec,
-    ErrorResponse,
     LocalRoute,
-    Storage,
-    StreamDialect,
-)
-from aiostream_synth._dialects.prepared import (
-    PreparedRequest,
-    parse_json_body,
 )
 from aiostream_synth._dialects.registry import route_table, spec_for
 from aiostream_synth._dialects.routes import RouteTable, request_target
@@ -44,21 +36,21 @@ from aiostream_synth._engine.runtime import current_runtime
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import BackgroundTasks, TaskStarter, raise_collapsed
+from aiostream_synth._serving.answers import (
+    header_pairs,
+    send_answer,
+    send_json,
+    shared_header_pairs,
+)
 from aiostream_synth._serving.asgi_types import (
-    JSON_HEADERS,
     SSE_HEADERS,
     Message,
     Receive,
     Scope,
     Send,
 )
-from aiostream_synth._serving.background import BackgroundResponses, owner_of
-from aiostream_synth._serving.chains import (
-    continue_chain,
-    finish_kept,
-    keep_finished,
-    start_kept,
-)
+from aiostream_synth._serving.background import BackgroundResponses
+from aiostream_synth._serving.keeping import Chain, start_background, stored_route
 from aiostream_synth._serving.pipeline import (
     DEFAULT_ROUTES,
     ON_DISCONNECT,
@@ -67,12 +59,9 @@ from aiostream_synth._serving.pipeline import (
     BackendCall,
     CompletionBackend,
     DisconnectHook,
-    Served,
     StreamSettings,
     admit,
     answer_locally,
-    backend_call,
-    background_refused,
     disconnect_hook,
     open_stream,
     received_at,
@@ -81,7 +70,6 @@ from aiostream_synth._serving.pipeline import (
 )
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import BackendError, RequestError
-from aiostream_synth._wire.json import dumps
 
 __all__ = [
     "DEFAULT_ROUTES",
@@ -92,53 +80,8 @@ __all__ = [
     "CompletionBackend",
     "StreamSettings",
     "SynthesizingApp",
-    "answer_locally",
     "handle_request",
-    "send_answer",
-    "send_json",
 ]
-
-
-def _header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-
-
-#: Response header lists shared by the streams sending the same headers (most send identical
-#: ones, and a waiting stream keeps its list for minutes): read only, never extended in place.
-_SHARED_HEADERS: dict[tuple[tuple[str, str], ...], list[tuple[bytes, bytes]]] = {}
-#: How many distinct header sets are shared before the table starts again.
-_SHARED_HEADERS_KEPT = 256
-
-
-def _shared_header_pairs(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    key = tuple(headers.items())
-    pairs = _SHARED_HEADERS.get(key)
-    if pairs is None:
-        if len(_SHARED_HEADERS) >= _SHARED_HEADERS_KEPT:
-            _SHARED_HEADERS.clear()
-        pairs = _SHARED_HEADERS[key] = _header_pairs(headers)
-    return pairs
-
-
-async def send_json(
-    send: Send,
-    status: int,
-    body: bytes | dict[str, Any],
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    payload = body if isinstance(body, bytes) else dumps(body)
-    all_headers = JSON_HEADERS if headers is None else [*JSON_HEADERS, *headers]
-    await send({"type": "http.response.start", "status": status, "headers": all_headers})
-    await send({"type": "http.response.body", "body": payload, "more_body": False})
-
-
-async def send_answer(
-    send: Send, answer: ErrorResponse, extra: Mapping[str, str] | None = None
-) -> None:
-    """A JSON answer in a dialect's shape, with ``extra`` headers under its own."""
-    await send_json(
-        send, answer.status_code, answer.body, _header_pairs({**(extra or {}), **answer.headers})
-    )
 
 
 async def _watch_disconnect(receive: Receive, cancel: Callable[[], object]) -> None:
@@ -308,7 +251,7 @@ async def _respond(
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             except BackendError as exc:  # raised only before the first frame: nothing sent yet
                 ours = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
-                extra = _header_pairs({**ours, **exc.headers})
+                extra = header_pairs({**ours, **exc.headers})
                 await send_json(send, exc.status_code, exc.body, extra)
         responded = True
     except TimeoutError:
@@ -344,7 +287,7 @@ async def handle_request(
     chain = (
         None
         if background is None or spec.storage is None
-        else _Chain(spec, spec.storage, settings, headers, background)
+        else Chain(spec, spec.storage, settings, headers, background)
     )
     admitted = await admit(spec, receive, settings, target, shutdown, chain)
     if not isinstance(admitted, Admitted):
@@ -357,7 +300,7 @@ async def handle_request(
     if keep is not None and not keep.stored and not prepared.background:
         keep = None  # nothing of it to keep: the frame holds none of the request
     if prepared.background:
-        await _start_background(
+        await start_background(
             spec,
             prepared,
             backend,
@@ -396,7 +339,7 @@ async def handle_request(
     )
     # The stream holds what it needs: neither the client's body (raw or parsed) nor a copy of
     # the response headers is kept in this frame for minutes.
-    response_headers = _shared_header_pairs(extra)
+    response_headers = shared_header_pairs(extra)
     del prepared, extra, headers, arrived
     # The disconnect watcher's scope lies *inside* the engine's context: a client that leaves
     # cancels only the writing, and the engine then applies its own disconnect policy (cancel
@@ -408,171 +351,6 @@ async def handle_request(
             await _write_until_disconnect(stream, receive, send, response_headers, hook)
     if keep is not None:
         await keep.finish()
-
-
-class _Keep:
-    """A request whose answer is to be stored (decision P12): its body with its chain put in
-    front (until prepared), the whole input (until stored), the id it is stored under, and the
-    final write of its stream (which carries the response)."""
-
-    __slots__ = (
-        "background",
-        "body",
-        "input_items",
-        "last_write",
-        "owner",
-        "response_id",
-        "send",
-        "served",
-        "storage",
-        "stored",
-    )
-
-    def __init__(
-        self,
-        background: BackgroundResponses,
-        storage: Storage,
-        body: dict[str, Any],
-        input_items: list[Any] | None,
-        owner: str,
-        served: bool = False,
-    ) -> None:
-        self.background = background
-        self.storage = storage
-        self.body = body
-        #: What the store served of the body, reported with its preparation (P10).
-        self.served = (storage.served_previous(),) if served else ()
-        self.input_items = input_items
-        self.owner = owner
-        self.stored = storage.stores(body)
-        self.last_write: bytes | None = None
-        self.response_id: str | None = None
-        self.send: Send | None = None  # the server's, once watched
-
-    def take_body(self) -> dict[str, Any]:
-        body, self.body = self.body, {}
-        return body
-
-    async def result(self, result: dict[str, Any]) -> None:
-        """A non-streaming answer: stored under its own id."""
-        background = self.background
-        if not await keep_finished(
-            background.store, self.storage, None, result, self.owner, self.input_items
-        ):
-            background.store_failures += 1
-
-    async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
-        """Store the response under a fresh id before it streams; its stream's dialect."""
-        self.response_id = self.storage.new_id()
-        background = self.background
-        if not await start_kept(background.store, self.response_id, self.owner, self.input_items):
-            background.store_failures += 1
-        self.input_items = None
-        return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
-
-    def watching(self, send: Send) -> Send:
-        """``send``, keeping the final write (``more_body`` false: the terminal frames); a
-        bound method, not a closure: two objects less per waiting stream."""
-        self.send = send
-        return self._watched
-
-    async def _watched(self, message: Message) -> None:
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            self.last_write = message.get("body")
-        send = self.send
-        assert send is not None  # watching() set it
-        await send(message)
-
-    async def finish(self) -> None:
-        """The stream is over: its final object stored, or, when it never got there (its
-        client left), its record dropped."""
-        if self.response_id is not None:
-            background = self.background
-            if not await finish_kept(
-                background.store, self.storage, self.response_id, self.last_write
-            ):
-                background.store_failures += 1
-
-
-class _Chain:
-    """Continues a stored conversation between reading a request and preparing it (the
-    pipeline's ``load``): the body with its chain put in front, and the request's
-    :class:`_Keep`, made then."""
-
-    __slots__ = ("background", "headers", "keep", "settings", "spec", "storage")
-
-    def __init__(
-        self,
-        spec: DialectSpec,
-        storage: Storage,
-        settings: StreamSettings,
-        headers: Mapping[str, str],
-        background: BackgroundResponses,
-    ) -> None:
-        self.spec = spec
-        self.storage = storage
-        self.settings = settings
-        self.headers = headers
-        self.background = background
-        self.keep: _Keep | None = None
-
-    async def __call__(self, raw: bytes) -> tuple[dict[str, Any], Served]:
-        owner = owner_of(self.headers)
-        upstream_api = self.settings.upstream_api
-        bridged = upstream_api is not None and upstream_api != self.spec.name
-        body, input_items, served = await continue_chain(
-            self.background.store, self.storage, parse_json_body(raw), owner, bridged=bridged
-        )
-        keep = self.keep = _Keep(self.background, self.storage, body, input_items, owner, served)
-        return keep.take_body(), keep.served
-
-
-async def _start_background(
-    spec: DialectSpec,
-    prepared: PreparedRequest,
-    backend: CompletionBackend,
-    settings: StreamSettings,
-    headers: Mapping[str, str],
-    task_group: TaskStarter | None,
-    background: BackgroundResponses | None,
-    receive: Receive,
-    send: Send,
-    extra: dict[str, str],
-    input_items: list[Any] | None,
-) -> None:
-    """A background request (decision P12): refused without a store, else started there."""
-    storage = spec.storage
-    if background is None or storage is None:
-        await send_answer(send, background_refused(spec, extra, "this server has none."))
-        return
-    call = backend_call(backend, prepared, headers)
-    await background.create(
-        spec,
-        storage,
-        prepared,
-        call,
-        settings,
-        headers,
-        task_group,
-        receive,
-        send,
-        _header_pairs(extra),
-        input_items,
-    )
-
-
-def stored_route(
-    routes: Mapping[str, DialectSpec], path: str
-) -> tuple[DialectSpec, Storage, str, str] | None:
-    """``{dialect path}/{id}[/{action}]`` of a dialect that stores its answers: the dialect,
-    its storage, the id and the action (``""`` or ``"cancel"``); None for any other path."""
-    head, _, tail = path.rpartition("/")
-    for prefix, action in ((head, tail), (path, "")):
-        base, _, response_id = prefix.rpartition("/")
-        spec = routes.get(base)
-        if spec is not None and spec.storage is not None and response_id:
-            return spec, spec.storage, response_id, action if prefix == head else ""
-    return None
 
 
 class SynthesizingApp:

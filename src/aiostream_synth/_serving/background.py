@@ -30,11 +30,11 @@ from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
-from aiostream_synth._serving.asgi_types import JSON_HEADERS, SSE_HEADERS, Receive, Send
+from aiostream_synth._serving.answers import header_pairs, send_json
+from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
 from aiostream_synth._store.base import Creation, ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import BackendError
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
-from aiostream_synth._wire.json import dumps
 
 __all__ = ["BackgroundResponses", "owner_of"]
 
@@ -236,7 +236,7 @@ class BackgroundResponses:
         await live.wait(-1)
         # Once in the store: the id answered here is found by every process sharing it.
         await self._until_written(response_id)
-        await _send_json(send, 200, live.object or {"id": response_id}, extra)
+        await send_json(send, 200, live.object or {"id": response_id}, extra)
 
     async def _record(
         self,
@@ -508,7 +508,7 @@ class BackgroundResponses:
                 await self._cancel(live)
             self._pending.pop(response_id, None)
             await self._keep(self.store.delete(response_id))
-            await _send_json(
+            await send_json(
                 send, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
             )
             return
@@ -538,11 +538,11 @@ class BackgroundResponses:
                 )
                 return
             await self._cancel(live)
-            await _send_json(send, 200, storage.cancelled(live.object or {"id": response_id}))
+            await send_json(send, 200, storage.cancelled(live.object or {"id": response_id}))
             return
         params = urllib.parse.parse_qs(query.decode("latin-1"))
         if params.get("stream", ["false"])[-1].lower() not in ("true", "1"):
-            await _send_json(send, 200, obj or {"id": response_id})
+            await send_json(send, 200, obj or {"id": response_id})
             return
         if live is None and stored is not None and not stored.background:
             error = spec.error_response(
@@ -579,21 +579,9 @@ class BackgroundResponses:
             await live.wait(live.events[-1][0] if live.events else -1)
 
 
-async def _send_json(
-    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [*JSON_HEADERS, *(headers or [])],
-        }
-    )
-    await send({"type": "http.response.body", "body": dumps(body), "more_body": False})
-
-
 async def _send_error(
     send: Send, error: ErrorResponse, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
-    await _send_json(send, error.status_code, error.body, [*extra, *(headers or [])])
+    await send_json(
+        send, error.status_code, error.body, [*header_pairs(error.headers), *(headers or [])]
+    )

@@ -1,0 +1,193 @@
+"""A request's answer kept in the response store (decision P12), on the native path: a stored
+conversation continued before preparation (:class:`Chain`), the answer stored from its start
+under an id of ours (:class:`Keep`), a ``background`` request started in the store
+(:func:`start_background`), and the paths of stored answers (:func:`stored_route`). The store's
+own protocol is :mod:`aiostream_synth._serving.background` and
+:mod:`aiostream_synth._serving.chains`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aiostream_synth._dialects.base import DialectSpec, Storage, StreamDialect
+from aiostream_synth._dialects.prepared import PreparedRequest, parse_json_body
+from aiostream_synth._engine.tasks import TaskStarter
+from aiostream_synth._serving.answers import header_pairs, send_answer
+from aiostream_synth._serving.asgi_types import Message, Receive, Send
+from aiostream_synth._serving.background import BackgroundResponses, owner_of
+from aiostream_synth._serving.chains import continue_chain, finish_kept, keep_finished, start_kept
+from aiostream_synth._serving.pipeline import (
+    CompletionBackend,
+    Served,
+    StreamSettings,
+    backend_call,
+    background_refused,
+)
+
+__all__ = ["Chain", "Keep", "start_background", "stored_route"]
+
+
+class Keep:
+    """A request whose answer is to be stored (decision P12): its body with its chain put in
+    front (until prepared), the whole input (until stored), the id it is stored under, and the
+    final write of its stream (which carries the response)."""
+
+    __slots__ = (
+        "background",
+        "body",
+        "input_items",
+        "last_write",
+        "owner",
+        "response_id",
+        "send",
+        "served",
+        "storage",
+        "stored",
+    )
+
+    def __init__(
+        self,
+        background: BackgroundResponses,
+        storage: Storage,
+        body: dict[str, Any],
+        input_items: list[Any] | None,
+        owner: str,
+        served: bool = False,
+    ) -> None:
+        self.background = background
+        self.storage = storage
+        self.body = body
+        #: What the store served of the body, reported with its preparation (P10).
+        self.served = (storage.served_previous(),) if served else ()
+        self.input_items = input_items
+        self.owner = owner
+        self.stored = storage.stores(body)
+        self.last_write: bytes | None = None
+        self.response_id: str | None = None
+        self.send: Send | None = None  # the server's, once watched
+
+    def take_body(self) -> dict[str, Any]:
+        body, self.body = self.body, {}
+        return body
+
+    async def result(self, result: dict[str, Any]) -> None:
+        """A non-streaming answer: stored under its own id."""
+        background = self.background
+        if not await keep_finished(
+            background.store, self.storage, None, result, self.owner, self.input_items
+        ):
+            background.store_failures += 1
+
+    async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
+        """Store the response under a fresh id before it streams; its stream's dialect."""
+        self.response_id = self.storage.new_id()
+        background = self.background
+        if not await start_kept(background.store, self.response_id, self.owner, self.input_items):
+            background.store_failures += 1
+        self.input_items = None
+        return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
+
+    def watching(self, send: Send) -> Send:
+        """``send``, keeping the final write (``more_body`` false: the terminal frames); a
+        bound method, not a closure: two objects less per waiting stream."""
+        self.send = send
+        return self._watched
+
+    async def _watched(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.last_write = message.get("body")
+        send = self.send
+        assert send is not None  # watching() set it
+        await send(message)
+
+    async def finish(self) -> None:
+        """The stream is over: its final object stored, or, when it never got there (its
+        client left), its record dropped."""
+        if self.response_id is not None:
+            background = self.background
+            if not await finish_kept(
+                background.store, self.storage, self.response_id, self.last_write
+            ):
+                background.store_failures += 1
+
+
+class Chain:
+    """Continues a stored conversation between reading a request and preparing it (the
+    pipeline's ``load``): the body with its chain put in front, and the request's
+    :class:`Keep`, made then."""
+
+    __slots__ = ("background", "headers", "keep", "settings", "spec", "storage")
+
+    def __init__(
+        self,
+        spec: DialectSpec,
+        storage: Storage,
+        settings: StreamSettings,
+        headers: Mapping[str, str],
+        background: BackgroundResponses,
+    ) -> None:
+        self.spec = spec
+        self.storage = storage
+        self.settings = settings
+        self.headers = headers
+        self.background = background
+        self.keep: Keep | None = None
+
+    async def __call__(self, raw: bytes) -> tuple[dict[str, Any], Served]:
+        owner = owner_of(self.headers)
+        upstream_api = self.settings.upstream_api
+        bridged = upstream_api is not None and upstream_api != self.spec.name
+        body, input_items, served = await continue_chain(
+            self.background.store, self.storage, parse_json_body(raw), owner, bridged=bridged
+        )
+        keep = self.keep = Keep(self.background, self.storage, body, input_items, owner, served)
+        return keep.take_body(), keep.served
+
+
+async def start_background(
+    spec: DialectSpec,
+    prepared: PreparedRequest,
+    backend: CompletionBackend,
+    settings: StreamSettings,
+    headers: Mapping[str, str],
+    task_group: TaskStarter | None,
+    background: BackgroundResponses | None,
+    receive: Receive,
+    send: Send,
+    extra: dict[str, str],
+    input_items: list[Any] | None,
+) -> None:
+    """A background request (decision P12): refused without a store, else started there."""
+    storage = spec.storage
+    if background is None or storage is None:
+        await send_answer(send, background_refused(spec, extra, "this server has none."))
+        return
+    call = backend_call(backend, prepared, headers)
+    await background.create(
+        spec,
+        storage,
+        prepared,
+        call,
+        settings,
+        headers,
+        task_group,
+        receive,
+        send,
+        header_pairs(extra),
+        input_items,
+    )
+
+
+def stored_route(
+    routes: Mapping[str, DialectSpec], path: str
+) -> tuple[DialectSpec, Storage, str, str] | None:
+    """``{dialect path}/{id}[/{action}]`` of a dialect that stores its answers: the dialect,
+    its storage, the id and the action (``""`` or ``"cancel"``); None for any other path."""
+    head, _, tail = path.rpartition("/")
+    for prefix, action in ((head, tail), (path, "")):
+        base, _, response_id = prefix.rpartition("/")
+        spec = routes.get(base)
+        if spec is not None and spec.storage is not None and response_id:
+            return spec, spec.storage, response_id, action if prefix == head else ""
+    return None
