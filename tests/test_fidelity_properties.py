@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from typing import Any, get_args
 
 import pytest
 from anthropic.types.beta import BetaMessage, BetaMessageParam, BetaToolUnionParam
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import (
@@ -44,6 +43,7 @@ from aiostream_synth import (
 from aiostream_synth._params.removals import format_path
 
 from .support.anthropic_mock import MOCK_FRAMES, MOCK_SDK, REQUEST
+from .support.properties import property_settings
 from .support.sdk_strategies import Typed, typed_paths, value_of
 from .support.sdk_validation import (
     sdk_result,
@@ -53,15 +53,8 @@ from .support.sdk_validation import (
 )
 from .support.sse_parser import parse
 
-#: CI's budget: 60 examples per property, the same ones every run. A longer, random search:
-#: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=2000 pytest --timeout 0 tests/test_fidelity_properties.py``.
-_EXAMPLES = int(os.environ.get("AIOSTREAM_SYNTH_PROPERTY_EXAMPLES", "0"))
-SETTINGS = settings(
-    max_examples=_EXAMPLES or 60,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not _EXAMPLES,
-)
+#: CI's budget: 60 examples per property (see tests/support/properties.py for a longer search).
+SETTINGS = property_settings(60)
 ANTHROPIC_BASE = {"model": "m", "max_tokens": 5, "stream": True}
 CASES: dict[str, tuple[str, str, Any, dict[str, Any]]] = {
     "chat messages": ("chat", "messages", ChatCompletionMessageParam, {"model": "m"}),
@@ -217,12 +210,7 @@ def test_every_output_item_kind_streams_valid_full_fidelity_events(item_model: A
     of the full-fidelity stream validates strictly (issue 38 #10: an ``added`` item's status
     must be one its type takes)."""
 
-    @settings(
-        max_examples=max(_EXAMPLES // 4, 15),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=not _EXAMPLES,
-    )
+    @property_settings(15, share=0.25)
     @given(value_of(item_model))
     def check(item: dict[str, Any]) -> None:
         item_model.model_validate(item)  # the strategy draws what the SDK accepts
@@ -249,12 +237,7 @@ def _same_citations(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-@settings(
-    max_examples=max(_EXAMPLES, 60),
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not _EXAMPLES,
-)
+@SETTINGS
 @given(value_of(BetaMessage))
 def test_any_sdk_message_streams_valid_events_the_sdk_rebuilds(message: dict[str, Any]) -> None:
     """Any Message the anthropic SDK's (beta) type declares: every event validates strictly, and
@@ -273,12 +256,7 @@ def test_any_sdk_message_streams_valid_events_the_sdk_rebuilds(message: dict[str
     assert final["stop_reason"] == (expected["stop_reason"] or "end_turn")
 
 
-@settings(
-    max_examples=max(_EXAMPLES, 60),
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not _EXAMPLES,
-)
+@SETTINGS
 @given(value_of(ChatCompletion), st.booleans())
 def test_any_sdk_completion_streams_valid_chunks_the_sdk_rebuilds(
     completion: dict[str, Any], include_usage: bool

@@ -5,11 +5,10 @@ ends in at most one refusal."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostream_synth._proxy.http1_reader import (
@@ -24,16 +23,10 @@ from aiostream_synth._proxy.http1_reader import (
 from aiostream_synth._proxy.http_defences import HEAD_STEP, MAX_HEAD_BYTES
 
 from .support.http1_cases import CASES
+from .support.properties import property_settings
 
-#: CI's budget: the same examples every run. A longer, random search:
-#: ``AIOSTREAM_SYNTH_PROPERTY_EXAMPLES=5000 pytest --timeout 0 tests/test_http1_reader.py``.
-_EXAMPLES = int(os.environ.get("AIOSTREAM_SYNTH_PROPERTY_EXAMPLES", "0"))
-SETTINGS = settings(
-    max_examples=_EXAMPLES or 150,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=not _EXAMPLES,
-)
+#: CI's budget: 150 examples per property (see tests/support/properties.py for a longer search).
+SETTINGS = property_settings(150)
 
 
 def _clock() -> float:
