@@ -303,6 +303,9 @@ async def test_bad_requests_get_openai_shaped_4xx(
     assert error["type"] == "invalid_request_error"
     assert error["param"] == param
     assert error["message"]
+    if param == "background":  # says what is missing and how to get it, on both writers
+        assert error["message"].startswith("background mode needs a response store: ")
+        assert "serve" in error["message"]
     assert not backend.calls
 
 

@@ -145,7 +145,10 @@ def synthesizing_endpoint(
             return _json(admitted)
         prepared, headers = admitted.prepared, admitted.headers
         if prepared.background:
-            why = "these routes have none (serve with SynthesizingApp(store=...) or serve)."
+            why = (
+                "these routes have none (serve with SynthesizingApp(store=...) or "
+                "aiostream-synth serve)."
+            )
             return _json(background_refused(spec, headers, why))
         calling = request_headers(request.scope)
         if not prepared.stream:
