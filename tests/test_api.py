@@ -192,8 +192,9 @@ def test_core_modules_do_not_import_anyio_or_web_frameworks() -> None:
 
 def test_the_native_path_never_imports_starlette() -> None:
     """The native ASGI adapter needs no web framework (only the sse-starlette adapter does)."""
-    used = {n.split(".")[0] for n in _imports(PACKAGE / "_serving" / "asgi.py")}
-    assert not {"starlette", "sse_starlette"} & used
+    for name in ("asgi.py", "respond.py", "background.py"):
+        used = {n.split(".")[0] for n in _imports(PACKAGE / "_serving" / name)}
+        assert not {"starlette", "sse_starlette"} & used, name
 
 
 def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
@@ -213,7 +214,7 @@ def test_engine_serving_and_proxy_know_no_dialect_by_name() -> None:
 #: Where a loop's own API may be used below the proxy (#34's one runtime seam): the runtime,
 #: and the native writer's asyncio path, which it chooses by ``current_runtime().loop``.
 LOOP_SPECIFIC = {"_engine/runtime/__init__.py", "_engine/runtime/_asyncio.py"}
-LOOP_SPECIFIC |= {"_engine/runtime/_trio.py", "_engine/runtime/_eager311.py", "_serving/asgi.py"}
+LOOP_SPECIFIC |= {"_engine/runtime/_trio.py", "_engine/runtime/_eager311.py", "_serving/respond.py"}
 
 
 def test_only_the_runtime_knows_which_event_loop_runs() -> None:
@@ -227,7 +228,7 @@ def test_only_the_runtime_knows_which_event_loop_runs() -> None:
             used = {n.split(".")[0] for n in _imports(path)} & loops
             if where not in LOOP_SPECIFIC:
                 assert not used, f"{where} imports {used}: ask the runtime instead"
-    writer = _code(PACKAGE / "_serving" / "asgi.py")
+    writer = _code(PACKAGE / "_serving" / "respond.py")
     assert "current_runtime().loop" in writer
     assert "running_asyncio_loop" not in writer
 

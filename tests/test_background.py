@@ -235,6 +235,60 @@ def test_cancel_ends_every_reader_with_a_terminal_event(proxy: tuple[str, ProxyA
     EVENTS.validate_python(terminal.model_dump(mode="json"), strict=True)
 
 
+def test_cancel_ends_the_creating_clients_own_stream_as_cancelled(
+    proxy: tuple[str, ProxyApp],
+) -> None:
+    """The creating client's task renders its events while it stays: a cancel from elsewhere
+    ends that stream with the cancelled response, not with the engine's failure."""
+    url, _ = proxy
+    with _client(url) as client, _client(url) as other:
+        stream = client.responses.create(
+            model="m", input="never [delay:600]", background=True, stream=True
+        )
+        events = iter(stream)
+        first = next(events)
+        assert first.type == "response.created"
+        assert next(events).type == "response.in_progress"
+        cancelled = other.responses.cancel(first.response.id)
+        rest = list(events)
+    assert cancelled.status == "cancelled"
+    terminal = rest[-1]
+    assert isinstance(terminal, ResponseFailedEvent)
+    assert terminal.response.status == "cancelled"
+    assert terminal.response.error is None
+    numbers = [first.sequence_number, 1, *(event.sequence_number for event in rest)]
+    assert numbers == list(range(len(numbers)))
+
+
+def _frames(body: bytes) -> list[bytes]:
+    return [frame + b"\n\n" for frame in body.split(b"\n\n") if frame]
+
+
+def test_a_replay_is_the_creating_clients_stream_byte_for_byte(
+    proxy: tuple[str, ProxyApp],
+) -> None:
+    """Keepalives are kept as one template and a number (not a frame per tick, in the live
+    log or the store), yet a replay gives back each of them as it was sent."""
+    url, app = proxy
+    body = {"model": "m", "input": "keep [delay:0.6]", "background": True, "stream": True}
+    with httpx.Client(base_url=url, timeout=60, headers={"authorization": "Bearer k"}) as http:
+        sent = _frames(http.post("/v1/responses", json=body).content)
+        response_id = json.loads(sent[0].partition(b"data: ")[2])["response"]["id"]
+        replayed = _frames(http.get(f"/v1/responses/{response_id}?stream=true").content)
+        tail = _frames(
+            http.get(f"/v1/responses/{response_id}?stream=true&starting_after=3").content
+        )
+    keepalives = [f for f in sent if f.startswith(b"event: response.in_progress")]
+    assert len(keepalives) >= 4  # the wait was several keepalive intervals long
+    assert replayed == sent
+    assert tail == sent[4:]
+    store = app.synth.background.store if app.synth.background is not None else None
+    if isinstance(store, MemoryStore):
+        kept = store._entries[response_id]
+        assert len(kept.events) == len(sent) - len(keepalives)  # no frame per keepalive
+        assert kept.keepalive is not None
+
+
 def test_delete_forgets_and_other_credentials_never_see_it(proxy: tuple[str, ProxyApp]) -> None:
     url, _ = proxy
     with _client(url) as client, _client(url, key="someone else") as other:

@@ -12,14 +12,26 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from aiostream_synth._store.base import ResponseStore
+from aiostream_synth._store.base import ResponseStore, Write, with_keepalives
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 
+from .support.properties import property_settings
 from .support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
+
+#: Event frames as the dialects make them: one SSE event each, ending with a blank line.
+A, B, C = (b'event: e\ndata: {"n":"%b"}\n\n' % name for name in (b"a", b"b", b"c"))
+#: A keepalive frame cut around its number, and the keepalive numbered ``n``.
+TEMPLATE = (b'event: k\ndata: {"sequence_number":', b"}\n\n")
+
+
+def keepalive(n: int) -> bytes:
+    return TEMPLATE[0] + str(n).encode() + TEMPLATE[1]
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -48,20 +60,86 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[ResponseStore]:
 
 async def test_events_are_replayed_from_any_sequence_number(store: ResponseStore) -> None:
     await store.create("r1", "owner", {"id": "r1"}, input_items=[{"role": "user", "content": "x"}])
-    await store.append("r1", [(0, b"a"), (1, b"b")], {"id": "r1", "status": "in_progress"})
-    await store.append("r1", [(2, b"c")], {"id": "r1", "status": "completed"}, done=True)
+    await store.append("r1", [(0, A), (1, B)], {"id": "r1", "status": "in_progress"})
+    await store.append("r1", [(2, C)], {"id": "r1", "status": "completed"}, done=True)
     stored = await store.get("r1")
     assert stored is not None
     assert (stored.owner, stored.done, stored.last_sequence) == ("owner", True, 2)
     assert stored.object["status"] == "completed"
-    assert await store.events("r1", -1) == [(0, b"a"), (1, b"b"), (2, b"c")]
-    assert await store.events("r1", 1) == [(2, b"c")]
+    assert await store.events("r1", -1) == [(0, A), (1, B), (2, C)]
+    assert await store.events("r1", 0) == [(1, B), (2, C)]
+    assert await store.events("r1", 1) == [(2, C)]
     assert await store.events("r1", 2) == []
     assert stored.input == [{"role": "user", "content": "x"}]
     assert await store.delete("r1")
     assert await store.get("r1") is None
     assert not await store.delete("r1")
     assert await store.events("r1", -1) == []
+
+
+async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(
+    store: ResponseStore,
+) -> None:
+    """A waiting response's keepalives are not written one by one: the store keeps their
+    template and the latest number, and replays every number it did not keep as that keepalive,
+    between its events and after the last one."""
+    await store.create("r1", "o", {"id": "r1"})
+    await store.append("r1", [(0, A)], {"id": "r1", "status": "in_progress"})
+    await store.append("r1", [], keepalive=TEMPLATE, last=1)
+    await store.append("r1", [], last=4)  # three more keepalives: their number only
+    stored = await store.get("r1")
+    assert stored is not None
+    assert stored.last_sequence == 4
+    expected = [(0, A), *((n, keepalive(n)) for n in range(1, 5))]
+    assert await store.events("r1", -1) == expected
+    assert await store.events("r1", 2) == expected[3:]
+    await store.append("r1", [(5, B), (6, C)], {"id": "r1", "status": "completed"}, done=True)
+    stored = await store.get("r1")
+    assert stored is not None
+    assert (stored.done, stored.last_sequence) == (True, 6)
+    assert await store.events("r1", 3) == [(4, keepalive(4)), (5, B), (6, C)]
+    assert await store.events("r1", 6) == []
+
+
+async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis_url: str) -> None:
+    """On Redis, the keepalives of any number of waiting responses are one HSET per flush:
+    their streams hold only their other events."""
+    prefix = f"t{uuid.uuid4().hex}:"
+    async with RedisStore(redis_url, prefix=prefix) as store:
+        for name in ("r1", "r2"):
+            await store.create(name, "o", {"id": name})
+            await store.append(name, [(0, A)], keepalive=TEMPLATE, last=1)
+        await store.append_many({name: Write(None, [], last=9) for name in ("r1", "r2")})
+        client: Any = store._client
+        assert await client.xlen(f"{prefix}e:r1") == 1
+        assert await client.hgetall(f"{prefix}progress") == {b"r1": b"9", b"r2": b"9"}
+        assert [n for n, _ in await store.events("r2", 7)] == [8, 9]
+        await store.append("r1", [(10, C)], done=True)
+        assert await client.hgetall(f"{prefix}progress") == {b"r2": b"9"}
+        assert await store.delete("r2")
+        assert await client.hgetall(f"{prefix}progress") == {}
+
+
+@given(
+    stored=st.sets(st.integers(0, 40), max_size=12),
+    last=st.integers(-1, 45),
+    after=st.integers(-1, 45),
+)
+@property_settings(300)
+def test_keepalives_fill_exactly_the_numbers_not_kept(
+    stored: set[int], last: int, after: int
+) -> None:
+    """Every number above ``after`` up to the latest appears once, in order: a kept event
+    as it was kept, any other as the keepalive with that number."""
+    events = [(n, b"event: e\ndata: %d\n\n" % n) for n in sorted(stored)]
+    top = max([last, *stored])
+    out = with_keepalives(events, after, last, TEMPLATE)
+    assert [n for n, _ in out] == list(range(after + 1, top + 1))
+    kept = dict(events)
+    for n, frame in out:
+        assert frame == kept.get(n, keepalive(n))
+    without = with_keepalives(events, after, last, None)
+    assert without == [event for event in events if event[0] > after]
 
 
 async def test_the_oldest_response_is_evicted_beyond_the_bound(
@@ -84,7 +162,7 @@ async def test_a_response_expires_its_ttl_after_its_last_event() -> None:
     store = MemoryStore(ttl_s=10, clock=lambda: now[0])
     await store.create("r1", "o", {"id": "r1"})
     now[0] += 9
-    await store.append("r1", [(0, b"a")])  # an event: its TTL starts again
+    await store.append("r1", [(0, A)])  # an event: its TTL starts again
     now[0] += 9
     assert await store.get("r1") is not None
     now[0] += 2
@@ -127,7 +205,7 @@ async def test_a_waiter_wakes_on_the_next_event(store: ResponseStore) -> None:
             group.start_soon(wait_for_more, -1)
             await anyio.wait_all_tasks_blocked()
             assert woke == []
-            await store.append("r1", [(0, b"a")])
+            await store.append("r1", [(0, A)])
         assert woke == [-1]
         await store.wait("r1", -1, max_wait_s=60)  # there is one already: at once
 

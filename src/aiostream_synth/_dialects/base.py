@@ -220,6 +220,9 @@ class StoredEvent:
     terminal: bool
     #: The response object it carries, when it carries one.
     response: dict[str, Any] | None
+    #: For a keepalive: the frame cut around its number (``prefix + b"%d" % n + suffix`` is
+    #: the keepalive numbered ``n``), so that a store keeps one and renders the others.
+    keepalive: tuple[bytes, bytes] | None = None
 
 
 class Storage(Protocol):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import logging
 import time
 import urllib.parse
@@ -25,15 +26,24 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamFrames
 from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_json
 from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
-from aiostream_synth._store.base import Creation, ResponseStore, StoreUnavailable
-from aiostream_synth._wire.errors import BackendError
+from aiostream_synth._serving.pipeline import DisconnectHook
+from aiostream_synth._serving.respond import write_until_disconnect
+from aiostream_synth._store.base import (
+    Creation,
+    KeepaliveTemplate,
+    ResponseStore,
+    StoreUnavailable,
+    Write,
+    with_keepalives,
+)
+from aiostream_synth._wire.errors import BackendError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
 
 __all__ = ["BackgroundResponses", "owner_of"]
@@ -42,6 +52,10 @@ LOG = logging.getLogger("aiostream_synth.background")
 
 #: Seconds the recorder gives the store to take a response's last events after a cancel.
 _LAST_WRITE_S = 5.0
+#: Seconds a write that only moves waiting responses' latest keepalive numbers waits for
+#: others, so that thousands of waiting responses cost the store one command a few times a
+#: second (a reader on another replica sees keepalives that much later).
+_KEEPALIVES_EVERY_S = 0.25
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
 _UNSTORED_KEPT = 10_000
 
@@ -61,6 +75,8 @@ def owner_of(headers: Mapping[str, str]) -> str:
 
 
 _OWNERS: dict[str, str] = {}
+#: The tracking of a stream when no shutdown signal is given.
+_UNTRACKED = contextlib.nullcontext()
 _OWNERS_KEPT = 1024
 
 
@@ -76,10 +92,22 @@ def _events_of(write: bytes) -> Iterator[bytes]:
         start = end + 2
 
 
+def _keepalive_number(write: bytes, template: KeepaliveTemplate | None) -> int | None:
+    """The number of ``write`` when it is one keepalive made from ``template``, else None."""
+    if template is None:
+        return None
+    prefix, suffix = template
+    digits = len(write) - len(prefix) - len(suffix)
+    if not 0 < digits < 20 or not write.startswith(prefix) or not write.endswith(suffix):
+        return None
+    number = write[len(prefix) : len(prefix) + digits]
+    return int(number) if number.isdigit() else None
+
+
 class _Write:
     """A response's writes queued for the store."""
 
-    __slots__ = ("creation", "done", "events", "obj")
+    __slots__ = ("creation", "done", "events", "keepalive", "last", "obj")
 
     def __init__(
         self,
@@ -92,65 +120,233 @@ class _Write:
         self.obj = obj
         self.done = done
         self.creation = creation
+        self.keepalive: KeepaliveTemplate | None = None
+        self.last = -1
+
+    def to_store(self) -> Write:
+        return Write(self.creation, self.events, self.obj, self.done, self.keepalive, self.last)
 
 
 class _Live:
-    """A background response being generated in this process: its events so far."""
+    """A background response being generated in this process: its events so far, keepalives
+    as one template and the number of the latest event (see :mod:`aiostream_synth._store.base`)."""
 
     __slots__ = (
         "_changed",
         "cancelled",
         "done",
         "events",
+        "generation",
+        "keepalive",
+        "last",
         "object",
         "owner",
-        "scope",
         "stored_object",
     )
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, generation: _Generation) -> None:
         self.owner = owner
+        self.generation = generation
+        #: Its events other than keepalives, in order.
         self.events: list[tuple[int, bytes]] = []
+        self.keepalive: KeepaliveTemplate | None = None
+        #: The number of its latest event, a keepalive's included.
+        self.last = -1
         self.object: dict[str, Any] | None = None
         #: The object last written to the store (an event carrying the same one writes none).
         self.stored_object: dict[str, Any] | None = None
         self.done = False
         self.cancelled = False
-        self.scope = anyio.CancelScope()
         self._changed: anyio.Event | None = None
 
     @property
     def next_sequence(self) -> int:
-        return self.events[-1][0] + 1 if self.events else 0
+        return self.last + 1
 
-    def add(self, sequence: int, frame: bytes, obj: dict[str, Any] | None) -> None:
-        self.events.append((sequence, frame))
-        if obj is not None:
-            self.object = obj
-        self._notify()
-
-    def finish(self) -> None:
-        self.done = True
-        self._notify()
+    def ended(self) -> bool:
+        """Its terminal event is recorded (a method: it changes across an await)."""
+        return self.done
 
     def after(self, sequence: int) -> list[tuple[int, bytes]]:
-        events = self.events
-        start = sequence + 1  # the numbers count from 0 by one: an event's number is its index
-        if 0 <= start <= len(events) and (start == len(events) or events[start][0] == start):
-            return events[start:]
-        return [event for event in events if event[0] > sequence]
+        """Its events numbered above ``sequence``, keepalives rendered."""
+        return with_keepalives(self.events, sequence, self.last, self.keepalive)
 
     async def wait(self, sequence: int) -> None:
         """Until an event above ``sequence`` exists, or the response is done."""
-        while not self.done and not (self.events and self.events[-1][0] > sequence):
+        while not self.done and self.last <= sequence:
             if self._changed is None:
                 self._changed = anyio.Event()
             await self._changed.wait()
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
+
+
+class _Generation:
+    """A background response's backend call, run by a task of the lifespan to its end
+    whoever follows it (a timeout or a cancel ends it sooner).
+
+    The engine stream rendering its events follows it through ``start_call`` (the engine's
+    protocol for calls that run in a task of their own), one stream at a time: the creating
+    client's while it is connected, then the recorder's. So a stream whose client stays costs
+    one task per tick, as a stream that is not kept does."""
+
+    __slots__ = ("_call", "_ended", "_scope", "_timeout", "cancelled", "done", "error", "result")
+
+    def __init__(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> None:
+        self._call = call
+        self._timeout = timeout
+        self._ended: Callable[[Any, BaseException | None], None] | None = None
+        self._scope: anyio.CancelScope | None = None
+        self.cancelled = False
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    async def run(self) -> None:
+        """The call, to its outcome (a task of the lifespan: never raises but a cancellation)."""
+        returned = False
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.cancelled:
+                    scope.cancel()
+                if self._timeout is not None:
+                    scope.deadline = anyio.current_time() + self._timeout
+                result = self._call()
+                self.result = await result if inspect.isawaitable(result) else result
+                returned = True
+            if not returned:
+                self.error = (
+                    StreamAborted("the response was cancelled")
+                    if self.cancelled
+                    else TimeoutError(f"no result within {self._timeout:g} s")
+                )
+        except Exception as exc:  # any failure of the call is its outcome
+            self.error = exc
+        finally:
+            self._scope = None
+            if not returned and self.error is None:  # the lifespan is ending
+                self.error = StreamAborted("the backend call was cancelled")
+            self.done = True
+            ended, self._ended = self._ended, None
+            if ended is not None:
+                ended(self.result, self.error)
+
+    async def __call__(self) -> Any:
+        """Not awaited: a stream follows the call through :meth:`start_call`."""
+        raise RuntimeError("a background response's call is followed through start_call")
+
+    def cancel(self) -> None:
+        """End the call (its follower is told, as of any outcome)."""
+        if not self.done:
+            self.cancelled = True
+            if self._scope is not None:
+                self._scope.cancel()
+
+    def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Following:
+        """Follow the call: ``ended`` is told its outcome (at once when it has one)."""
+        if self.done:
+            ended(self.result, self.error)
+        else:
+            self._ended = ended
+        return _Following(self, ended)
+
+
+class _Following:
+    """A stream following a :class:`_Generation`; ``cancel()`` stops following (the call goes
+    on) and tells the stream so at once, as the engine's ``start_call`` protocol asks."""
+
+    __slots__ = ("_ended", "_generation")
+
+    def __init__(
+        self, generation: _Generation, ended: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        self._generation = generation
+        self._ended = ended
+
+    def cancel(self) -> None:
+        generation, ended = self._generation, self._ended
+        if generation._ended is ended:
+            generation._ended = None
+            ended(None, StreamAborted("the stream stopped following the response"))
+
+
+class _Continuing:
+    """The dialect of a stream that goes on where another stopped: the same frames object,
+    so that the numbering, the opening events and the response id carry over."""
+
+    __slots__ = ("_frames",)
+
+    def __init__(self, frames: StreamFrames) -> None:
+        self._frames = frames
+
+    def open_stream(self) -> StreamFrames:
+        return self._frames
+
+
+class _Recorded:
+    """The creating client's frames: the engine stream driven by the client's own task, each
+    write recorded (live log, store) before it is handed out, and what is handed out read
+    back from the live log, so the client gets exactly what was recorded (after a cancel,
+    the cancelled response's events rather than the engine's failure)."""
+
+    __slots__ = ("_id", "_live", "_owner", "_prepared", "_sent", "_storage", "_stream")
+
+    def __init__(
+        self,
+        owner: BackgroundResponses,
+        response_id: str,
+        live: _Live,
+        storage: Storage,
+        prepared: PreparedRequest,
+        stream: SynthesizedStream,
+    ) -> None:
+        self._owner = owner
+        self._id = response_id
+        self._live = live
+        self._storage = storage
+        self._prepared = prepared
+        self._stream = stream
+        self._sent = -1
+
+    def __aiter__(self) -> _Recorded:
+        return self
+
+    async def __anext__(self) -> bytes:
+        live = self._live
+        while self._sent >= live.last:
+            if live.done:
+                raise StopAsyncIteration
+            try:
+                frame = await self._stream.__anext__()
+            except StopAsyncIteration:
+                if live.ended():
+                    continue
+                # The engine ends with a terminal event, which ended the response: a bug.
+                raise RuntimeError("the engine stream ended before its terminal event") from None
+            except BackendError as exc:  # failed before its first event
+                self._owner._failed_early(self._id, live, self._storage, self._prepared, exc)
+                continue
+            ready = self._stream.drain_ready()
+            write = b"".join((frame, *ready)) if ready else frame
+            if self._owner._add(self._id, live, self._storage, write):
+                # Recorded whole, and nothing was waiting to be sent: the write is what
+                # the live log has after what was sent.
+                self._sent = live.last
+                return write
+        events = live.after(self._sent)
+        self._sent = events[-1][0]
+        return events[0][1] if len(events) == 1 else b"".join(frame for _, frame in events)
+
+    def drain_ready(self) -> list[bytes]:
+        return []
+
+    @property
+    def exhausted(self) -> bool:
+        return self._live.done and self._sent >= self._live.last
 
 
 class BackgroundResponses:
@@ -180,6 +376,9 @@ class BackgroundResponses:
         self._in_flight: dict[str, _Write] = {}
         self._flushed: anyio.Event | None = None
         self._writing = False
+        #: Something queued is more than a keepalive's number (the writer waits for nothing).
+        self._urgent = False
+        self._wake_writer: anyio.Event | None = None
         self._tasks: TaskStarter | None = None
 
     @property
@@ -201,9 +400,11 @@ class BackgroundResponses:
         send: Send,
         extra: list[tuple[bytes, bytes]],
         input_items: list[Any] | None = None,
+        hook: DisconnectHook | None = None,
     ) -> None:
         """Start a background response; stream it to its client, or answer its object.
-        ``input_items``: the whole input it is made from, kept for a request continuing it."""
+        ``input_items``: the whole input it is made from, kept for a request continuing it;
+        ``hook``: the server's disconnect callback (see :mod:`aiostream_synth._serving.respond`)."""
         if tasks is None:
             await _send_error(
                 send,
@@ -216,9 +417,12 @@ class BackgroundResponses:
             )
             return
         response_id = storage.new_id()
-        live = _Live(owner_of(headers))
+        generation = _Generation(call, self.timeout)
+        live = _Live(owner_of(headers), generation)
         self._live[response_id] = live
-        dialect = storage.stored_dialect(prepared, dialect_settings, response_id, background=True)
+        frames = storage.stored_dialect(
+            prepared, dialect_settings, response_id, background=True
+        ).open_stream()
         self._tasks = tasks
         # Created in the store by the writer, with the first events: no store round trip
         # before the stream starts (a wave of creations is one batch).
@@ -229,14 +433,46 @@ class BackgroundResponses:
             False,
             Creation(live.owner, {"id": response_id}, input_items, background=True),
         )
-        tasks.start_soon(self._record, response_id, live, storage, prepared, call, dialect)
-        if prepared.stream:
-            await self._follow(live, response_id, -1, receive, send, extra)
+        started = time.monotonic()
+        tasks.start_soon(generation.run)
+        if not prepared.stream:
+            tasks.start_soon(self._record, response_id, live, storage, prepared, frames, started)
+            await live.wait(-1)
+            # Once in the store: the id answered here is found by every process sharing it.
+            await self._until_written(response_id)
+            await send_json(send, 200, live.object or {"id": response_id}, extra)
             return
-        await live.wait(-1)
-        # Once in the store: the id answered here is found by every process sharing it.
-        await self._until_written(response_id)
-        await send_json(send, 200, live.object or {"id": response_id}, extra)
+        # The client's own task renders the events while it stays; if it leaves first, the
+        # recorder goes on from where it stopped (the same frames object: the same numbers).
+        stream = self._stream(generation, frames, first_at_once=True)
+        try:
+            async with stream:
+                with self._tracked(stream):
+                    recorded = _Recorded(self, response_id, live, storage, prepared, stream)
+                    await write_until_disconnect(recorded, receive, send, extra, hook)
+        finally:
+            if live.done:
+                self._ended(response_id, live, storage, started)
+            else:
+                tasks.start_soon(
+                    self._record, response_id, live, storage, prepared, frames, started
+                )
+
+    def _stream(
+        self, generation: _Generation, frames: StreamFrames, *, first_at_once: bool
+    ) -> SynthesizedStream:
+        """An engine stream following ``generation`` (whose task bounds it in time)."""
+        now = anyio.current_time()
+        return SynthesizedStream(
+            generation,
+            _Continuing(frames),
+            keepalive_interval=self.keepalive_interval,
+            # A new response's first events at once: its object exists from the start.
+            waiting_since=now - self.keepalive_interval if first_at_once else now,
+        )
+
+    def _tracked(self, stream: SynthesizedStream) -> contextlib.AbstractContextManager[object]:
+        return self.shutdown.track(stream) if self.shutdown is not None else _UNTRACKED
 
     async def _record(
         self,
@@ -244,84 +480,114 @@ class BackgroundResponses:
         live: _Live,
         storage: Storage,
         prepared: PreparedRequest,
-        call: Callable[[], Awaitable[Any]],
-        dialect: Any,
+        frames: StreamFrames,
+        started: float,
     ) -> None:
-        """The generation: the engine's events into the live log and the store (never raises:
-        a task of the lifespan); one log line when it ends (its request's line covered only
-        the client's connection)."""
-        started = time.monotonic()
+        """The generation's events, with no client of its own following (never raises: a task
+        of the lifespan); from the start, or from where the creating client left."""
         try:
-            with live.scope:
-                stream = SynthesizedStream(
-                    call,
-                    dialect,
-                    keepalive_interval=self.keepalive_interval,
-                    timeout=self.timeout,
-                    # The first events now: the response's object exists from the start.
-                    waiting_since=anyio.current_time() - self.keepalive_interval,
-                )
-                tracked = (
-                    self.shutdown.track(stream)
-                    if self.shutdown is not None
-                    else contextlib.nullcontext()
-                )
-                try:
-                    async with stream:
-                        with tracked:
-                            async for write in stream:
-                                await self._add(response_id, live, storage, write)
-                except BackendError as exc:  # it failed before its first event
-                    error = exc.body.get("error", {}) if isinstance(exc.body, dict) else {}
-                    failure = Failure(
-                        exc.status_code,
-                        str(error.get("code") or "server_error"),
-                        str(error.get("message") or exc),
-                    )
-                    frames = storage.failure_frames(
-                        prepared, response_id, failure, live.next_sequence
-                    )
-                    await self._add(response_id, live, storage, b"".join(frames))
+            if not live.done:
+                stream = self._stream(live.generation, frames, first_at_once=live.last < 0)
+                async with stream:
+                    with self._tracked(stream):
+                        try:
+                            async for frame in stream:
+                                write = b"".join((frame, *stream.drain_ready()))
+                                self._add(response_id, live, storage, write)
+                                if live.ended():
+                                    break
+                        except BackendError as exc:
+                            self._failed_early(response_id, live, storage, prepared, exc)
         except Exception as exc:  # a bug: the response still ends, its readers with it
             failure = log_internal(classify_failure(exc), exc)
-            frames = storage.failure_frames(prepared, response_id, failure, live.next_sequence)
-            with anyio.CancelScope(shield=True):
-                await self._add(response_id, live, storage, b"".join(frames))
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
-                if not live.done and live.cancelled:
-                    frames = storage.cancelled_frames(live.object or {}, live.next_sequence)
-                    await self._add(response_id, live, storage, b"".join(frames))
-            live.finish()
-            LOG.info(
-                "background %s ended: status=%s events=%d duration_s=%.3f",
+            self._add_frames(
                 response_id,
-                storage.status(live.object or {}),
-                live.next_sequence,
-                time.monotonic() - started,
+                live,
+                storage,
+                storage.failure_frames(prepared, response_id, failure, live.next_sequence),
             )
-            self._live.pop(response_id, None)  # after its line: `generating` 0 means logged
+        finally:
+            self._ended(response_id, live, storage, started)
 
-    async def _add(self, response_id: str, live: _Live, storage: Storage, write: bytes) -> None:
+    def _ended(self, response_id: str, live: _Live, storage: Storage, started: float) -> None:
+        """The response's end: its call ended too, its readers woken, one log line."""
+        live.generation.cancel()  # nobody follows it any more
+        live.done = True
+        live.notify()
+        if self._live.pop(response_id, None) is None:
+            return  # told already
+        LOG.info(
+            "background %s ended: status=%s events=%d duration_s=%.3f",
+            response_id,
+            storage.status(live.object or {}),
+            live.next_sequence,
+            time.monotonic() - started,
+        )
+
+    def _failed_early(
+        self,
+        response_id: str,
+        live: _Live,
+        storage: Storage,
+        prepared: PreparedRequest,
+        exc: BackendError,
+    ) -> None:
+        """A failure the engine raised before its first event: the dialect's failure events."""
+        error = exc.body.get("error", {}) if isinstance(exc.body, dict) else {}
+        failure = Failure(
+            exc.status_code,
+            str(error.get("code") or "server_error"),
+            str(error.get("message") or exc),
+        )
+        frames = storage.failure_frames(prepared, response_id, failure, live.next_sequence)
+        self._add_frames(response_id, live, storage, frames)
+
+    def _add_frames(
+        self, response_id: str, live: _Live, storage: Storage, frames: list[bytes]
+    ) -> None:
+        self._add(response_id, live, storage, b"".join(frames))
+
+    def _add(self, response_id: str, live: _Live, storage: Storage, write: bytes) -> bool:
+        """Record one engine write: into the live log (its readers woken) and the store's
+        queue; keepalives only move the number of the latest event. A response that is done
+        (cancelled meanwhile) takes nothing more: False then."""
+        if live.done:
+            return False
+        number = _keepalive_number(write, live.keepalive)
+        if number is not None:  # the hot path: one more keepalive, like the ones before
+            live.last = number
+            live.notify()
+            if response_id not in self._unstored:
+                self._write_later(response_id, [], None, False, last=number)
+            return True
         batch: list[tuple[int, bytes]] = []
         obj: dict[str, Any] | None = None
         terminal = False
+        template: KeepaliveTemplate | None = None
         for frame in _events_of(write):
             event = storage.event(frame)
             if event is None:
                 continue
-            live.add(event.sequence, frame, event.response)
-            batch.append((event.sequence, frame))
-            obj = event.response or obj
+            keepalive = event.keepalive
+            if keepalive is not None and live.keepalive is None:
+                live.keepalive = template = keepalive
+            if keepalive is None or keepalive != live.keepalive:
+                live.events.append((event.sequence, frame))
+                batch.append((event.sequence, frame))
+            live.last = event.sequence
+            if event.response is not None:
+                live.object = obj = event.response
             terminal = terminal or event.terminal
         if terminal:
-            live.done = True  # readers end after this batch
+            live.done = True  # readers end after this write
+        live.notify()
         if obj is not None and obj == live.stored_object:
-            obj = None  # the same object again (a keepalive's): not written again
+            obj = None  # the same object again: not written again
         elif obj is not None:
             live.stored_object = obj
-        if batch and response_id not in self._unstored:
-            self._write_later(response_id, batch, obj, terminal)
+        if response_id not in self._unstored:
+            self._write_later(response_id, batch, obj, terminal, keepalive=template, last=live.last)
+        return True
 
     # -- write-behind ------------------------------------------------------------------------
     def _write_later(
@@ -331,17 +597,29 @@ class BackgroundResponses:
         obj: dict[str, Any] | None,
         done: bool,
         creation: Creation | None = None,
+        *,
+        keepalive: KeepaliveTemplate | None = None,
+        last: int = -1,
     ) -> None:
-        """Queue a response's events (and first its creation) for the store: one writer task sends whatever is queued
-        in one batch (a Redis pipeline for thousands of streams' keepalives), so a slow store
-        delays no event on its way to the live readers."""
+        """Queue a response's write for the store: one writer task sends whatever is queued in
+        one batch (one Redis pipeline for thousands of streams), so a slow store delays no
+        event on its way to the live readers. A write that only moves a waiting response's
+        latest keepalive number waits up to :data:`_KEEPALIVES_EVERY_S` for others to join it."""
         pending = self._pending.get(response_id)
         if pending is None:
-            self._pending[response_id] = _Write(events, obj, done, creation)
+            pending = self._pending[response_id] = _Write(events, obj, done, creation)
         else:
             pending.events.extend(events)
             pending.obj = obj or pending.obj
             pending.done = pending.done or done
+        if keepalive is not None:
+            pending.keepalive = keepalive
+        pending.last = max(pending.last, last)
+        if events or obj is not None or done or creation is not None or keepalive is not None:
+            self._urgent = True
+            woken, self._wake_writer = self._wake_writer, None
+            if woken is not None:
+                woken.set()
         if not self._writing and self._tasks is not None:
             self._writing = True
             self._tasks.start_soon(self._write_behind)
@@ -351,7 +629,13 @@ class BackgroundResponses:
         never raises; a batch in flight is finished even when the lifespan ends)."""
         try:
             while self._pending:
+                if not self._urgent:  # keepalive numbers only: let more of them join
+                    self._wake_writer = anyio.Event()
+                    with anyio.move_on_after(_KEEPALIVES_EVERY_S):
+                        await self._wake_writer.wait()
+                    self._wake_writer = None
                 batch, self._pending = self._pending, {}
+                self._urgent = False
                 self._in_flight = batch
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                     await self._flush(batch)
@@ -362,6 +646,7 @@ class BackgroundResponses:
                 await anyio.lowlevel.checkpoint()  # what queued meanwhile makes the next batch
         finally:
             self._writing = False
+            self._wake_writer = None
             self._in_flight = {}
             flushed, self._flushed = self._flushed, None
             if flushed is not None:
@@ -375,7 +660,7 @@ class BackgroundResponses:
             await self._flushed.wait()
 
     async def _flush(self, batch: dict[str, _Write]) -> None:
-        writes = {rid: (w.creation, w.events, w.obj, w.done) for rid, w in batch.items()}
+        writes = {response_id: write.to_store() for response_id, write in batch.items()}
         if await self._keep(self.store.append_many(writes)):
             return
         for response_id in batch:
@@ -505,7 +790,7 @@ class BackgroundResponses:
         obj = live.object if live is not None else stored.object if stored is not None else None
         if method == "DELETE":
             if live is not None:
-                await self._cancel(live)
+                await self._cancel(response_id, live, storage)
             self._pending.pop(response_id, None)
             await self._keep(self.store.delete(response_id))
             await send_json(
@@ -537,7 +822,7 @@ class BackgroundResponses:
                     ),
                 )
                 return
-            await self._cancel(live)
+            await self._cancel(response_id, live, storage)
             await send_json(send, 200, storage.cancelled(live.object or {"id": response_id}))
             return
         params = urllib.parse.parse_qs(query.decode("latin-1"))
@@ -570,13 +855,15 @@ class BackgroundResponses:
             return
         await self._follow(live, response_id, after, receive, send, [])
 
-    async def _cancel(self, live: _Live) -> None:
-        """Cancel a live generation and wait until its terminal event is recorded."""
+    async def _cancel(self, response_id: str, live: _Live, storage: Storage) -> None:
+        """Cancel a live generation: its cancelled events recorded at once (what its readers
+        get as the end), then its call ended."""
         if not live.done:
             live.cancelled = True
-            live.scope.cancel()
-        while not live.done:
-            await live.wait(live.events[-1][0] if live.events else -1)
+            frames = storage.cancelled_frames(live.object or {}, live.next_sequence)
+            self._add_frames(response_id, live, storage, frames)
+        live.generation.cancel()
+        await anyio.lowlevel.checkpoint()
 
 
 async def _send_error(

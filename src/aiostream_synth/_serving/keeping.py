@@ -19,6 +19,7 @@ from aiostream_synth._serving.background import BackgroundResponses, owner_of
 from aiostream_synth._serving.chains import continue_chain, finish_kept, keep_finished, start_kept
 from aiostream_synth._serving.pipeline import (
     CompletionBackend,
+    DisconnectHook,
     Served,
     StreamSettings,
     backend_call,
@@ -157,8 +158,10 @@ async def start_background(
     send: Send,
     extra: dict[str, str],
     input_items: list[Any] | None,
+    hook: DisconnectHook | None = None,
 ) -> None:
-    """A background request (decision P12): refused without a store, else started there."""
+    """A background request (decision P12): refused without a store, else started there
+    (``hook``: the server's disconnect callback, for its stream)."""
     storage = spec.storage
     if background is None or storage is None:
         await send_answer(send, background_refused(spec, extra, "this server has none."))
@@ -176,6 +179,7 @@ async def start_background(
         send,
         header_pairs(extra),
         input_items,
+        hook,
     )
 
 

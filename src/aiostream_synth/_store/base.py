@@ -2,7 +2,12 @@
 
 A background response's events are written here as they are made (``append``), with the
 response object as it stands; a reader replays them from any sequence number (``events``)
-and, on another replica, waits for more (``wait``). An implementation may fail
+and, on another replica, waits for more (``wait``).
+
+Keepalive events are not written one by one: they differ only in their number, so a store
+keeps one *template* (the frame cut around its number) and the number of the latest event,
+and renders each missing number as a keepalive when it replays (:func:`with_keepalives`).
+A waiting response then costs the store one small update per flush, not a write per tick. An implementation may fail
 (:class:`StoreUnavailable`): serving then keeps the live stream going and says resume is
 unavailable, never truncating what a connected client receives.
 """
@@ -14,7 +19,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-__all__ = ["Creation", "ResponseStore", "StoreUnavailable", "StoredResponse", "Write"]
+__all__ = [
+    "Creation",
+    "KeepaliveTemplate",
+    "ResponseStore",
+    "StoreUnavailable",
+    "StoredResponse",
+    "Write",
+    "with_keepalives",
+]
+
+#: A keepalive frame cut around its sequence number: ``prefix + b"%d" % n + suffix`` is the
+#: keepalive numbered ``n``.
+KeepaliveTemplate = tuple[bytes, bytes]
 
 
 class StoreUnavailable(Exception):
@@ -31,7 +48,7 @@ class StoredResponse:
     object: dict[str, Any]
     #: Its terminal event is stored: no event will follow.
     done: bool
-    #: The sequence number of its last stored event (-1 before any).
+    #: The sequence number of its latest event, a keepalive's included (-1 before any).
     last_sequence: int
     #: The whole input it was made from (its chain's included), for a request continuing it;
     #: None when it was not kept.
@@ -50,9 +67,50 @@ class Creation:
     background: bool = False
 
 
-#: One response's part of :meth:`ResponseStore.append_many`: its creation (or None), its
-#: events, its new object (or None), and whether it is done.
-Write = tuple[Creation | None, Sequence[tuple[int, bytes]], dict[str, Any] | None, bool]
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One response's part of :meth:`ResponseStore.append_many`."""
+
+    #: Start keeping it first (or None: it is kept already).
+    creation: Creation | None
+    #: Its new events other than keepalives, numbered, in order.
+    events: Sequence[tuple[int, bytes]]
+    #: Its new object, when an event carried one.
+    object: dict[str, Any] | None = None
+    #: Its terminal event is among ``events``.
+    done: bool = False
+    #: Its keepalives' template, when it is new.
+    keepalive: KeepaliveTemplate | None = None
+    #: The number of its latest event, keepalives included (-1: ``events`` say it).
+    last: int = -1
+
+
+def with_keepalives(
+    events: Sequence[tuple[int, bytes]],
+    after: int,
+    last: int,
+    keepalive: KeepaliveTemplate | None,
+) -> list[tuple[int, bytes]]:
+    """The events numbered above ``after``: the stored ``events`` (in order) and, for each
+    number missing among them up to ``last``, the keepalive made from its template (without
+    one, the missing numbers stay missing)."""
+    if keepalive is None:
+        return [event for event in events if event[0] > after]
+    prefix, suffix = keepalive
+    out: list[tuple[int, bytes]] = []
+    number = after + 1
+    for sequence, frame in events:
+        if sequence < number:
+            continue
+        while number < sequence:
+            out.append((number, b"%b%d%b" % (prefix, number, suffix)))
+            number += 1
+        out.append((sequence, frame))
+        number = sequence + 1
+    while number <= last:
+        out.append((number, b"%b%d%b" % (prefix, number, suffix)))
+        number += 1
+    return out
 
 
 class ResponseStore(Protocol):
@@ -94,9 +152,13 @@ class ResponseStore(Protocol):
         obj: dict[str, Any] | None = None,
         *,
         done: bool = False,
+        keepalive: KeepaliveTemplate | None = None,
+        last: int = -1,
     ) -> None:
-        """Add numbered event frames (in order), the object when an event carried a new one,
-        and whether the last of them was terminal. Nothing happens for an unknown id."""
+        """Add numbered event frames other than keepalives (in order), the object when an
+        event carried a new one, whether the last of them was terminal, the keepalives'
+        template when it is new, and the number of the latest event when a keepalive came
+        after them. Nothing happens for an unknown id."""
         ...
 
     async def append_many(self, writes: Mapping[str, Write]) -> None:
@@ -105,7 +167,8 @@ class ResponseStore(Protocol):
         ...
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
-        """The stored events numbered above ``after``, in order."""
+        """The events numbered above ``after``, in order, keepalives rendered
+        (:func:`with_keepalives`)."""
         ...
 
     async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:

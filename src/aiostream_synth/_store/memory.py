@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import orjson
 
-from aiostream_synth._store.base import StoredResponse, Write
+from aiostream_synth._store.base import KeepaliveTemplate, StoredResponse, Write, with_keepalives
 from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["MemoryStore"]
@@ -44,6 +44,9 @@ class _Entry:
     background: bool
     events: list[tuple[int, bytes]] = field(default_factory=list)
     event_bytes: int = 0
+    #: The number of its latest event (a keepalive's included) and its keepalives' template.
+    last: int = -1
+    keepalive: KeepaliveTemplate | None = None
     done: bool = False
     changed: anyio.Event | None = None
 
@@ -122,10 +125,9 @@ class MemoryStore:
         entry = self._live(response_id)
         if entry is None:
             return None
-        last = entry.events[-1][0] if entry.events else -1
         kept_input = None if entry.input is None else orjson.loads(entry.input)
         return StoredResponse(
-            entry.owner, entry.object, entry.done, last, kept_input, entry.background
+            entry.owner, entry.object, entry.done, entry.last, kept_input, entry.background
         )
 
     async def append(
@@ -135,13 +137,21 @@ class MemoryStore:
         obj: dict[str, Any] | None = None,
         *,
         done: bool = False,
+        keepalive: KeepaliveTemplate | None = None,
+        last: int = -1,
     ) -> None:
         entry = self._live(response_id)
         if entry is None:
             return
         before = entry.size
-        entry.events.extend(events)
-        entry.event_bytes += sum(len(frame) for _, frame in events)
+        if events:
+            entry.events.extend(events)
+            entry.event_bytes += sum(len(frame) for _, frame in events)
+            last = max(last, events[-1][0])
+        if keepalive is not None and entry.keepalive is None:
+            entry.keepalive = keepalive
+            entry.event_bytes += len(keepalive[0]) + len(keepalive[1])
+        entry.last = max(entry.last, last)
         if obj is not None:
             entry.object = obj
             if done:  # its final size; the interim objects (keepalives) are about the first's
@@ -154,7 +164,8 @@ class MemoryStore:
         self._bound()
 
     async def append_many(self, writes: Mapping[str, Write]) -> None:
-        for response_id, (creation, events, obj, done) in writes.items():
+        for response_id, write in writes.items():
+            creation = write.creation
             if creation is not None:
                 await self.create(
                     response_id,
@@ -163,17 +174,24 @@ class MemoryStore:
                     input_items=creation.input_items,
                     background=creation.background,
                 )
-            await self.append(response_id, events, obj, done=done)
+            await self.append(
+                response_id,
+                write.events,
+                write.object,
+                done=write.done,
+                keepalive=write.keepalive,
+                last=write.last,
+            )
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
         entry = self._live(response_id)
         if entry is None:
             return []
-        return [event for event in entry.events if event[0] > after]
+        return with_keepalives(entry.events, after, entry.last, entry.keepalive)
 
     async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:
         entry = self._live(response_id)
-        if entry is None or entry.done or (entry.events and entry.events[-1][0] > after):
+        if entry is None or entry.done or entry.last > after:
             return
         if entry.changed is None:
             entry.changed = anyio.Event()

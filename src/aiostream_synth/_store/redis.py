@@ -1,15 +1,20 @@
 """The Redis (or Valkey) store: a real server, shared by every process that names it.
 
-Per response, a hash ``<prefix>r:<id>`` (owner, object, done, input) and a
-Redis Stream ``<prefix>e:<id>`` of its events, entry ids ``0-<sequence + 1>`` so that a reader
-resumes with ``XRANGE``/``XREAD BLOCK`` from any sequence number; both expire ``ttl_s`` after
-the last write. The client is coredis (anyio underneath: the same store on asyncio and trio).
+Per response, a hash ``<prefix>r:<id>`` (owner, object, done, input, the keepalives' template)
+and a Redis Stream ``<prefix>e:<id>`` of its events other than keepalives, one entry per run of
+consecutive numbers written together (its id ``0-<last number + 1>``, its fields the first
+number and the frames), so that a reader resumes with ``XRANGE``/``XREAD BLOCK`` from any
+sequence number; both expire ``ttl_s`` after the last write. The number of each waiting
+response's latest keepalive is a field of one hash, ``<prefix>progress``, written for every
+response at once by one ``HSET`` per flush (a tick costs a stream no command of its own) and
+removed when the response ends. The client is coredis (anyio underneath: the same store on asyncio and trio).
 Every operation is bounded by ``timeout_s``; a failure or a timeout is
 :class:`~aiostream_synth._store.base.StoreUnavailable`.
 """
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -20,14 +25,21 @@ import coredis
 import coredis.exceptions
 import orjson
 
-from aiostream_synth._store.base import Creation, StoredResponse, StoreUnavailable, Write
+from aiostream_synth._store.base import (
+    Creation,
+    KeepaliveTemplate,
+    StoredResponse,
+    StoreUnavailable,
+    Write,
+    with_keepalives,
+)
 
 __all__ = ["RedisStore"]
 
 _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
-#: A keepalive's append renews the keys' TTL once in this many events (each other one is a
-#: single XADD); an object, the end, or several events at once renew it every time.
-_RENEW_EVERY = 32
+#: A waiting response's keys have their TTL renewed by its keepalives once in this fraction of
+#: the TTL (any other write renews it every time).
+_RENEW_FRACTION = 0.25
 
 
 def _entry_id(sequence: int) -> str:
@@ -41,6 +53,35 @@ def _bytes(value: bytes | str) -> bytes:
 def _sequence(entry_id: bytes | str) -> int:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(text.partition("-")[2]) - 1
+
+
+def _runs(events: Sequence[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
+    """``events`` as runs of consecutive numbers: (first, last, the frames joined)."""
+    runs: list[tuple[int, int, list[bytes]]] = []
+    for sequence, frame in events:
+        if runs and runs[-1][1] == sequence - 1:
+            first, _, frames = runs[-1]
+            frames.append(frame)
+            runs[-1] = (first, sequence, frames)
+        else:
+            runs.append((sequence, sequence, [frame]))
+    return [(first, last, b"".join(frames)) for first, last, frames in runs]
+
+
+def _frames(first: int, joined: bytes) -> list[tuple[int, bytes]]:
+    """A run's frames (each SSE event ends with a blank line), numbered from ``first``."""
+    out: list[tuple[int, bytes]] = []
+    start = 0
+    while start < len(joined):
+        end = joined.find(b"\n\n", start)
+        end = len(joined) if end < 0 else end + 2
+        out.append((first + len(out), joined[start:end]))
+        start = end
+    return out
+
+
+def _number(value: bytes | str | None) -> int:
+    return -1 if value is None else int(value)
 
 
 class RedisStore:
@@ -68,6 +109,9 @@ class RedisStore:
         self.timeout_s = timeout_s
         self.prefix = prefix
         self._ttl = max(1, round(ttl_s))
+        self._progress_key = f"{prefix}progress"
+        #: When each waiting response of this process next has its TTL renewed by a keepalive.
+        self._renew_at: dict[str, float] = {}
         self._client: coredis.Redis[bytes] = coredis.Redis.from_url(
             url, decode_responses=False, connect_timeout=timeout_s
         )
@@ -133,8 +177,13 @@ class RedisStore:
         record, stream = self._keys(response_id)
         try:
             with anyio.fail_after(self.timeout_s):
-                fields = await self._client.hgetall(record)
-                last = await self._client.xrevrange(stream, "+", "-", count=1)
+                async with self._client.pipeline(transaction=False) as pipe:
+                    asked_fields = pipe.hgetall(record)
+                    asked_last = pipe.xrevrange(stream, "+", "-", count=1)
+                    asked_progress = pipe.hget(self._progress_key, response_id)
+                fields = await asked_fields
+                last = await asked_last
+                progress = await asked_progress
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
         if b"owner" not in fields:
@@ -144,7 +193,7 @@ class RedisStore:
             owner=fields[b"owner"].decode(),
             object=orjson.loads(fields[b"object"]),
             done=fields.get(b"done") == b"1",
-            last_sequence=_sequence(last[0].identifier) if last else -1,
+            last_sequence=max(_sequence(last[0].identifier) if last else -1, _number(progress)),
             input=None if raw_input is None else orjson.loads(raw_input),
             background=fields.get(b"background") == b"1",
         )
@@ -156,52 +205,86 @@ class RedisStore:
         obj: dict[str, Any] | None = None,
         *,
         done: bool = False,
+        keepalive: KeepaliveTemplate | None = None,
+        last: int = -1,
     ) -> None:
-        if obj is None and not done and len(events) == 1 and events[0][0] % _RENEW_EVERY:
-            # A keepalive's event: one XADD (the keys' TTL is renewed once in a while, below).
-            _, stream = self._keys(response_id)
-            sequence, frame = events[0]
-            try:
-                with anyio.fail_after(self.timeout_s):
-                    await self._client.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
-            except _FAILURES as exc:
-                raise StoreUnavailable(f"{self!r}: {exc}") from None
-            return
-        await self.append_many({response_id: (None, events, obj, done)})
+        await self.append_many({response_id: Write(None, events, obj, done, keepalive, last)})
 
     async def append_many(self, writes: Mapping[str, Write]) -> None:
+        progress: dict[str, bytes] = {}
+        ended: list[str] = []
+        now = time.monotonic()
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for response_id, (creation, events, obj, done) in writes.items():
-                        record, stream = self._keys(response_id)
-                        if creation is not None:
-                            pipe.delete([record, stream])
-                            pipe.hset(record, self._fields(creation))
-                            pipe.expire(record, self._ttl)
-                        for sequence, frame in events:
-                            pipe.xadd(stream, {"f": frame}, identifier=_entry_id(sequence))
-                        fields: dict[str, bytes] = {}
-                        if obj is not None:
-                            fields["object"] = orjson.dumps(obj)
-                        if done:
-                            fields["done"] = b"1"
-                        if fields:
-                            pipe.hset(record, fields)
-                        if fields or any(seq % _RENEW_EVERY == 0 for seq, _ in events):
-                            pipe.expire(record, self._ttl)
-                            pipe.expire(stream, self._ttl)
+                    for response_id, write in writes.items():
+                        self._write(pipe, response_id, write, progress, ended, now)
+                    if progress:
+                        pipe.hset(self._progress_key, progress)
+                        pipe.expire(self._progress_key, self._ttl)
+                    if ended:
+                        pipe.hdel(self._progress_key, ended)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 
+    def _write(
+        self,
+        pipe: Any,
+        response_id: str,
+        write: Write,
+        progress: dict[str, bytes],
+        ended: list[str],
+        now: float,
+    ) -> None:
+        """Queue one response's write on ``pipe`` (its progress and end on the lists)."""
+        record, stream = self._keys(response_id)
+        if write.creation is not None:
+            pipe.delete([record, stream])
+            pipe.hset(record, self._fields(write.creation))
+            pipe.expire(record, self._ttl)
+        for first, last, joined in _runs(write.events):
+            pipe.xadd(stream, {"a": b"%d" % first, "f": joined}, identifier=_entry_id(last))
+        fields: dict[str, bytes] = {}
+        if write.object is not None:
+            fields["object"] = orjson.dumps(write.object)
+        if write.done:
+            fields["done"] = b"1"
+        if write.keepalive is not None:
+            fields["kp"], fields["ks"] = write.keepalive
+        if fields:
+            pipe.hset(record, fields)
+        if write.done:
+            ended.append(response_id)
+            self._renew_at.pop(response_id, None)
+        elif write.last > (write.events[-1][0] if write.events else -1):
+            progress[response_id] = b"%d" % write.last
+        renew = fields or write.events or write.creation is not None
+        if renew or now >= self._renew_at.get(response_id, now):
+            pipe.expire(record, self._ttl)
+            pipe.expire(stream, self._ttl)
+            if not write.done:
+                self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
-        _, stream = self._keys(response_id)
+        record, stream = self._keys(response_id)
         try:
             with anyio.fail_after(self.timeout_s):
-                entries = await self._client.xrange(stream, f"({_entry_id(after)}", "+")
+                async with self._client.pipeline(transaction=False) as pipe:
+                    asked_entries = pipe.xrange(stream, f"({_entry_id(after)}", "+")
+                    asked_template = pipe.hmget(record, ["kp", "ks"])
+                    asked_progress = pipe.hget(self._progress_key, response_id)
+                entries = await asked_entries
+                prefix, suffix = await asked_template
+                progress = await asked_progress
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
-        return [(_sequence(e.identifier), _bytes(e.field_values[b"f"])) for e in entries]
+        events: list[tuple[int, bytes]] = []
+        for entry in entries:
+            values = entry.field_values
+            events.extend(_frames(int(values[b"a"]), _bytes(values[b"f"])))
+        last = max(events[-1][0] if events else -1, _number(progress))
+        template = None if prefix is None or suffix is None else (_bytes(prefix), _bytes(suffix))
+        return with_keepalives(events, after, last, template)
 
     async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:
         _, stream = self._keys(response_id)
@@ -216,7 +299,11 @@ class RedisStore:
     async def delete(self, response_id: str) -> bool:
         try:
             with anyio.fail_after(self.timeout_s):
-                removed = await self._client.delete(list(self._keys(response_id)))
+                async with self._client.pipeline(transaction=False) as pipe:
+                    asked = pipe.delete(list(self._keys(response_id)))
+                    pipe.hdel(self._progress_key, [response_id])
+                removed = await asked
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
+        self._renew_at.pop(response_id, None)
         return bool(removed > 0)

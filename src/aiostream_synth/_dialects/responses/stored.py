@@ -65,10 +65,15 @@ class ResponsesStorage:
         if frame.startswith(_IN_PROGRESS):
             # A keepalive (the hot path): its number, at the end of its payload, is all that is
             # new; the response it carries is the one response.created carried.
-            cut = frame.rfind(_SEQUENCE)
-            digits = frame[cut + len(_SEQUENCE) :].rstrip(b"}\n")
-            if cut > 0 and digits.isdigit():
-                return StoredEvent(sequence=int(digits), terminal=False, response=None)
+            cut = frame.rfind(_SEQUENCE) + len(_SEQUENCE)
+            digits = frame[cut:].rstrip(b"}\n")
+            if cut > len(_SEQUENCE) and digits.isdigit():
+                return StoredEvent(
+                    sequence=int(digits),
+                    terminal=False,
+                    response=None,
+                    keepalive=(frame[:cut], frame[cut + len(digits) :]),
+                )
         payload = orjson.loads(frame[start + len(_DATA) :])
         response = payload.get("response")
         return StoredEvent(
