@@ -11,9 +11,11 @@ import pathlib
 import shutil
 import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -21,8 +23,11 @@ from openai.types.responses import ResponseFailedEvent, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._serving import background as background_module
+from aiostream_synth._serving.background import owner_of
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
+from aiostream_synth._store.redis import RedisStore
 
 from .support.redis_server import redis_server
 from .support.servers import free_port, serve
@@ -481,13 +486,45 @@ def test_two_proxies_on_one_redis_serve_each_others_responses(redis_url: str) ->
             model="m", input="and more", previous_response_id=created.id
         )
         running = first.responses.create(model="m", input="long [delay:600]", background=True)
-        # Its cancel does not reach the other process yet (issue 31): a 409 says where to go.
-        with pytest.raises(openai.ConflictError, match="another server"):
-            second.responses.cancel(running.id)
-        assert first.responses.cancel(running.id).status == "cancelled"
+        followed = iter(second.responses.retrieve(running.id, stream=True))
+        assert next(followed).type == "response.created"
+        # A cancel asked of the other process reaches the one generating it (through Redis).
+        cancelled = second.responses.cancel(running.id)
+        rest = list(followed)
+        with pytest.raises(openai.BadRequestError, match="already cancelled"):
+            first.responses.cancel(running.id)
+        other_way = second.responses.create(model="m", input="long [delay:600]", background=True)
+        assert first.responses.cancel(other_way.id).status == "cancelled"
+        assert second.responses.retrieve(other_way.id).status == "cancelled"
+    assert cancelled.status == "cancelled"
+    assert isinstance(rest[-1], ResponseFailedEvent)
+    assert rest[-1].response.status == "cancelled"
     assert final.output_text == "shared"
     assert replayed == list(range(len(replayed)))
     assert continued.status == "completed"
+
+
+def test_a_cancel_nobody_carries_out_is_a_409_saying_why(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A response the store says is in progress but no process generates (its process died:
+    issue 31's liveness) cannot be cancelled: a 409 says so, after a bounded wait."""
+    monkeypatch.setattr(background_module, "_REMOTE_CANCEL_S", 0.3)
+    orphan = f"resp_{uuid.uuid4().hex}"
+
+    async def store_it() -> None:
+        async with RedisStore(redis_url) as store:  # the proxy's own key prefix
+            await store.create(orphan, owner_of({"authorization": "Bearer k"}), {"id": orphan})
+            await store.append(orphan, [], {"id": orphan, "status": "in_progress"})
+
+    anyio.run(store_it)
+    config = ProxyConfig(keepalive_s=0.1, store=redis_url)
+    with (
+        serve(ProxyApp(config), "uvicorn", lifespan=True) as url,
+        _client(url) as client,
+        pytest.raises(openai.ConflictError, match=r"did not end it within 0\.3 s"),
+    ):
+        client.responses.cancel(orphan)
 
 
 def test_a_redis_store_that_does_not_answer_is_one_line_at_startup(

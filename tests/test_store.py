@@ -109,7 +109,8 @@ async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis
         for name in ("r1", "r2"):
             await store.create(name, "o", {"id": name})
             await store.append(name, [(0, A)], keepalive=TEMPLATE, last=1)
-        await store.append_many({name: Write(None, [], last=9) for name in ("r1", "r2")})
+        await store.append_many({}, {"r1": 8, "r2": 9})  # keepalive numbers only
+        await store.append_many({"r1": Write(None, [], last=9)})
         client: Any = store._client
         assert await client.xlen(f"{prefix}e:r1") == 1
         assert await client.hgetall(f"{prefix}progress") == {b"r1": b"9", b"r2": b"9"}

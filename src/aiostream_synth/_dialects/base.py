@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import orjson
+
 from aiostream_synth._wire.failures import Failure
 
 if TYPE_CHECKING:
@@ -218,11 +220,17 @@ class StoredEvent:
     sequence: int
     #: It ends the response (no event follows it).
     terminal: bool
-    #: The response object it carries, when it carries one.
-    response: dict[str, Any] | None
+    #: The response object it carries, serialized (JSON), when it carries one: kept and
+    #: stored as it is, parsed only when read (:attr:`response`).
+    response_json: bytes | None
     #: For a keepalive: the frame cut around its number (``prefix + b"%d" % n + suffix`` is
     #: the keepalive numbered ``n``), so that a store keeps one and renders the others.
     keepalive: tuple[bytes, bytes] | None = None
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        """The response object it carries, when it carries one."""
+        return None if self.response_json is None else orjson.loads(self.response_json)
 
 
 class Storage(Protocol):

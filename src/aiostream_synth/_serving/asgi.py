@@ -302,6 +302,8 @@ class SynthesizingApp:
                         linger=settings.coalesce_linger,
                         window=settings.coalesce_window,
                     )
+                if self.background is not None:
+                    self.background.start(backend_tasks)
                 await send({"type": "lifespan.startup.complete"})
                 while (await receive())["type"] != "lifespan.shutdown":
                     pass

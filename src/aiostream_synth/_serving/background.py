@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import logging
 import time
 import urllib.parse
@@ -25,20 +24,23 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import orjson
 
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamFrames
 from aiostream_synth._dialects.prepared import PreparedRequest
+from aiostream_synth._engine.runtime import Linger, Lingered, current_runtime
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_json
 from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
-from aiostream_synth._serving.pipeline import DisconnectHook
+from aiostream_synth._serving.pipeline import DisconnectHook, StreamSettings
 from aiostream_synth._serving.respond import write_until_disconnect
 from aiostream_synth._store.base import (
     Creation,
     KeepaliveTemplate,
     ResponseStore,
+    StoredResponse,
     StoreUnavailable,
     Write,
     with_keepalives,
@@ -56,6 +58,8 @@ _LAST_WRITE_S = 5.0
 #: others, so that thousands of waiting responses cost the store one command a few times a
 #: second (a reader on another replica sees keepalives that much later).
 _KEEPALIVES_EVERY_S = 0.25
+#: Seconds a cancel asked of another process waits for the response's end in the store.
+_REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
 _UNSTORED_KEPT = 10_000
 
@@ -112,7 +116,7 @@ class _Write:
     def __init__(
         self,
         events: list[tuple[int, bytes]],
-        obj: dict[str, Any] | None,
+        obj: bytes | None,
         done: bool,
         creation: Creation | None,
     ) -> None:
@@ -139,22 +143,23 @@ class _Live:
         "generation",
         "keepalive",
         "last",
-        "object",
+        "object_json",
         "owner",
-        "stored_object",
+        "storage",
     )
 
-    def __init__(self, owner: str, generation: _Generation) -> None:
+    def __init__(self, owner: str, generation: _Generation, storage: Storage) -> None:
         self.owner = owner
         self.generation = generation
+        self.storage = storage
         #: Its events other than keepalives, in order.
         self.events: list[tuple[int, bytes]] = []
         self.keepalive: KeepaliveTemplate | None = None
         #: The number of its latest event, a keepalive's included.
         self.last = -1
-        self.object: dict[str, Any] | None = None
-        #: The object last written to the store (an event carrying the same one writes none).
-        self.stored_object: dict[str, Any] | None = None
+        #: The response object as its latest event carried it, serialized: a waiting stream
+        #: holds no tree of objects for the garbage collector to walk at every collection.
+        self.object_json: bytes | None = None
         self.done = False
         self.cancelled = False
         self._changed: anyio.Event | None = None
@@ -162,6 +167,11 @@ class _Live:
     @property
     def next_sequence(self) -> int:
         return self.last + 1
+
+    @property
+    def object(self) -> dict[str, Any] | None:
+        """The response object as its latest event carried it."""
+        return None if self.object_json is None else orjson.loads(self.object_json)
 
     def ended(self) -> bool:
         """Its terminal event is recorded (a method: it changes across an await)."""
@@ -193,47 +203,57 @@ class _Generation:
     client's while it is connected, then the recorder's. So a stream whose client stays costs
     one task per tick, as a stream that is not kept does."""
 
-    __slots__ = ("_call", "_ended", "_scope", "_timeout", "cancelled", "done", "error", "result")
+    __slots__ = (
+        "_call",
+        "_follower",
+        "_linger",
+        "_timeout",
+        "cancelled",
+        "done",
+        "error",
+        "result",
+    )
 
     def __init__(self, call: Callable[[], Awaitable[Any]], timeout: float | None) -> None:
         self._call = call
         self._timeout = timeout
-        self._ended: Callable[[Any, BaseException | None], None] | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._follower: _Following | None = None
+        self._linger: Linger | None = None
         self.cancelled = False
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
 
     async def run(self) -> None:
-        """The call, to its outcome (a task of the lifespan: never raises but a cancellation)."""
+        """The call, to its outcome (a task of the lifespan: never raises but a cancellation).
+        Its timeout and its cancel are the runtime's linger (a loop timer on asyncio): no
+        cancel scope per waiting response."""
         returned = False
+        linger = self._linger = current_runtime().linger()
+        if self.cancelled:
+            linger.start(0)
+        elif self._timeout is not None:
+            linger.start(self._timeout)
         try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self.cancelled:
-                    scope.cancel()
-                if self._timeout is not None:
-                    scope.deadline = anyio.current_time() + self._timeout
-                result = self._call()
-                self.result = await result if inspect.isawaitable(result) else result
-                returned = True
-            if not returned:
-                self.error = (
-                    StreamAborted("the response was cancelled")
-                    if self.cancelled
-                    else TimeoutError(f"no result within {self._timeout:g} s")
-                )
+            self.result = await linger.run(self._call)
+            returned = True
+        except Lingered:
+            self.error = (
+                StreamAborted("the response was cancelled")
+                if self.cancelled
+                else TimeoutError(f"no result within {self._timeout:g} s")
+            )
         except Exception as exc:  # any failure of the call is its outcome
-            self.error = exc
+            # Kept without its traceback, whose frames would hold this object in a cycle.
+            self.error = exc.with_traceback(None)
         finally:
-            self._scope = None
+            self._linger = None
             if not returned and self.error is None:  # the lifespan is ending
                 self.error = StreamAborted("the backend call was cancelled")
             self.done = True
-            ended, self._ended = self._ended, None
-            if ended is not None:
-                ended(self.result, self.error)
+            follower, self._follower = self._follower, None
+            if follower is not None:
+                follower.end(self.result, self.error)
 
     async def __call__(self) -> Any:
         """Not awaited: a stream follows the call through :meth:`start_call`."""
@@ -241,36 +261,48 @@ class _Generation:
 
     def cancel(self) -> None:
         """End the call (its follower is told, as of any outcome)."""
-        if not self.done:
+        if not self.done and not self.cancelled:
             self.cancelled = True
-            if self._scope is not None:
-                self._scope.cancel()
+            if self._linger is not None:
+                self._linger.hold()
+                self._linger.start(0)
 
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Following:
         """Follow the call: ``ended`` is told its outcome (at once when it has one)."""
+        following = _Following(self, ended)
         if self.done:
-            ended(self.result, self.error)
+            following.end(self.result, self.error)
         else:
-            self._ended = ended
-        return _Following(self, ended)
+            self._follower = following
+        return following
 
 
 class _Following:
-    """A stream following a :class:`_Generation`; ``cancel()`` stops following (the call goes
-    on) and tells the stream so at once, as the engine's ``start_call`` protocol asks."""
+    """A stream following a :class:`_Generation`: told its outcome once; ``cancel()`` stops
+    following (the call goes on) and tells the stream so at once, as the engine's
+    ``start_call`` protocol asks. Either way it lets go of both (no cycle through the
+    stream, which holds it, outlives the response)."""
 
     __slots__ = ("_ended", "_generation")
 
     def __init__(
         self, generation: _Generation, ended: Callable[[Any, BaseException | None], None]
     ) -> None:
-        self._generation = generation
-        self._ended = ended
+        self._generation: _Generation | None = generation
+        self._ended: Callable[[Any, BaseException | None], None] | None = ended
+
+    def end(self, result: Any, error: BaseException | None) -> None:
+        ended = self._ended
+        self._generation = self._ended = None
+        if ended is not None:
+            ended(result, error)
 
     def cancel(self) -> None:
         generation, ended = self._generation, self._ended
-        if generation._ended is ended:
-            generation._ended = None
+        self._generation = self._ended = None
+        if generation is not None and generation._follower is self:
+            generation._follower = None
+        if ended is not None:
             ended(None, StreamAborted("the stream stopped following the response"))
 
 
@@ -376,8 +408,9 @@ class BackgroundResponses:
         self._in_flight: dict[str, _Write] = {}
         self._flushed: anyio.Event | None = None
         self._writing = False
-        #: Something queued is more than a keepalive's number (the writer waits for nothing).
-        self._urgent = False
+        #: The latest keepalive numbers of waiting responses, not yet written (a write of its
+        #: own for each would cost a store command per tick).
+        self._keepalives: dict[str, int] = {}
         self._wake_writer: anyio.Event | None = None
         self._tasks: TaskStarter | None = None
 
@@ -393,7 +426,7 @@ class BackgroundResponses:
         storage: Storage,
         prepared: PreparedRequest,
         call: Callable[[], Awaitable[Any]],
-        dialect_settings: Any,
+        dialect_settings: StreamSettings,
         headers: Mapping[str, str],
         tasks: TaskStarter | None,
         receive: Receive,
@@ -418,7 +451,7 @@ class BackgroundResponses:
             return
         response_id = storage.new_id()
         generation = _Generation(call, self.timeout)
-        live = _Live(owner_of(headers), generation)
+        live = _Live(owner_of(headers), generation, storage)
         self._live[response_id] = live
         frames = storage.stored_dialect(
             prepared, dialect_settings, response_id, background=True
@@ -445,6 +478,8 @@ class BackgroundResponses:
         # The client's own task renders the events while it stays; if it leaves first, the
         # recorder goes on from where it stopped (the same frames object: the same numbers).
         stream = self._stream(generation, frames, first_at_once=True)
+        if dialect_settings.on_stream is not None:
+            dialect_settings.on_stream(stream)  # the request's own record (its keepalives)
         try:
             async with stream:
                 with self._tracked(stream):
@@ -558,10 +593,13 @@ class BackgroundResponses:
             live.last = number
             live.notify()
             if response_id not in self._unstored:
-                self._write_later(response_id, [], None, False, last=number)
+                self._keepalives[response_id] = number
+                if not self._writing and self._tasks is not None:
+                    self._writing = True
+                    self._tasks.start_soon(self._write_behind)
             return True
         batch: list[tuple[int, bytes]] = []
-        obj: dict[str, Any] | None = None
+        obj: bytes | None = None
         terminal = False
         template: KeepaliveTemplate | None = None
         for frame in _events_of(write):
@@ -575,16 +613,17 @@ class BackgroundResponses:
                 live.events.append((event.sequence, frame))
                 batch.append((event.sequence, frame))
             live.last = event.sequence
-            if event.response is not None:
-                live.object = obj = event.response
+            if event.response_json is not None:
+                obj = event.response_json
             terminal = terminal or event.terminal
         if terminal:
             live.done = True  # readers end after this write
         live.notify()
-        if obj is not None and obj == live.stored_object:
-            obj = None  # the same object again: not written again
-        elif obj is not None:
-            live.stored_object = obj
+        if obj is not None:
+            if obj == live.object_json:
+                obj = None  # the same object again: not written again
+            else:
+                live.object_json = obj
         if response_id not in self._unstored:
             self._write_later(response_id, batch, obj, terminal, keepalive=template, last=live.last)
         return True
@@ -594,7 +633,7 @@ class BackgroundResponses:
         self,
         response_id: str,
         events: list[tuple[int, bytes]],
-        obj: dict[str, Any] | None,
+        obj: bytes | None,
         done: bool,
         creation: Creation | None = None,
         *,
@@ -603,8 +642,7 @@ class BackgroundResponses:
     ) -> None:
         """Queue a response's write for the store: one writer task sends whatever is queued in
         one batch (one Redis pipeline for thousands of streams), so a slow store delays no
-        event on its way to the live readers. A write that only moves a waiting response's
-        latest keepalive number waits up to :data:`_KEEPALIVES_EVERY_S` for others to join it."""
+        event on its way to the live readers."""
         pending = self._pending.get(response_id)
         if pending is None:
             pending = self._pending[response_id] = _Write(events, obj, done, creation)
@@ -615,30 +653,29 @@ class BackgroundResponses:
         if keepalive is not None:
             pending.keepalive = keepalive
         pending.last = max(pending.last, last)
-        if events or obj is not None or done or creation is not None or keepalive is not None:
-            self._urgent = True
-            woken, self._wake_writer = self._wake_writer, None
-            if woken is not None:
-                woken.set()
+        woken, self._wake_writer = self._wake_writer, None
+        if woken is not None:
+            woken.set()
         if not self._writing and self._tasks is not None:
             self._writing = True
             self._tasks.start_soon(self._write_behind)
 
     async def _write_behind(self) -> None:
         """Send the queued writes, batch after batch, until none is left (a lifespan task:
-        never raises; a batch in flight is finished even when the lifespan ends)."""
+        never raises; a batch in flight is finished even when the lifespan ends). Keepalive
+        numbers alone wait up to :data:`_KEEPALIVES_EVERY_S` for more to join them."""
         try:
-            while self._pending:
-                if not self._urgent:  # keepalive numbers only: let more of them join
+            while self._pending or self._keepalives:
+                if not self._pending:
                     self._wake_writer = anyio.Event()
                     with anyio.move_on_after(_KEEPALIVES_EVERY_S):
                         await self._wake_writer.wait()
                     self._wake_writer = None
                 batch, self._pending = self._pending, {}
-                self._urgent = False
+                numbers, self._keepalives = self._keepalives, {}
                 self._in_flight = batch
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
-                    await self._flush(batch)
+                    await self._flush(batch, numbers)
                 self._in_flight = {}
                 flushed, self._flushed = self._flushed, None
                 if flushed is not None:
@@ -659,9 +696,9 @@ class BackgroundResponses:
                 self._flushed = anyio.Event()
             await self._flushed.wait()
 
-    async def _flush(self, batch: dict[str, _Write]) -> None:
+    async def _flush(self, batch: dict[str, _Write], keepalives: dict[str, int]) -> None:
         writes = {response_id: write.to_store() for response_id, write in batch.items()}
-        if await self._keep(self.store.append_many(writes)):
+        if await self._keep(self.store.append_many(writes, keepalives)):
             return
         for response_id in batch:
             self._unstored[response_id] = None
@@ -791,7 +828,12 @@ class BackgroundResponses:
         if method == "DELETE":
             if live is not None:
                 await self._cancel(response_id, live, storage)
+            elif stored is not None and not stored.done:
+                # Generated elsewhere: ended there (best effort), so that it writes no more.
+                with contextlib.suppress(StoreUnavailable):
+                    await self.store.request_cancel(response_id)
             self._pending.pop(response_id, None)
+            self._keepalives.pop(response_id, None)
             await self._keep(self.store.delete(response_id))
             await send_json(
                 send, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
@@ -799,17 +841,14 @@ class BackgroundResponses:
             return
         if action == "cancel":
             if live is None and stored is not None and not stored.done:
-                # Generated by another process sharing the store: its cancel does not reach it.
-                await _send_error(
-                    send,
-                    spec.error_response(
-                        409,
-                        f"Response '{response_id}' is being generated by another server "
-                        "sharing this store; cancel it there.",
-                        code="conflict",
-                    ),
-                )
-                return
+                # Generated by another process sharing the store: asked there, and awaited.
+                stored = await self._cancel_elsewhere(spec, response_id, stored, send)
+                if stored is None:
+                    return
+                obj = stored.object
+                if storage.status(obj) == "cancelled":
+                    await send_json(send, 200, obj)
+                    return
             if live is None or live.done:
                 status = (obj or {}).get("status", "completed")
                 await _send_error(
@@ -858,12 +897,81 @@ class BackgroundResponses:
     async def _cancel(self, response_id: str, live: _Live, storage: Storage) -> None:
         """Cancel a live generation: its cancelled events recorded at once (what its readers
         get as the end), then its call ended."""
+        self._cancel_now(response_id, live, storage)
+        await anyio.lowlevel.checkpoint()
+
+    def _cancel_now(self, response_id: str, live: _Live, storage: Storage) -> None:
         if not live.done:
             live.cancelled = True
             frames = storage.cancelled_frames(live.object or {}, live.next_sequence)
             self._add_frames(response_id, live, storage, frames)
         live.generation.cancel()
-        await anyio.lowlevel.checkpoint()
+
+    def _cancel_heard(self, response_id: str) -> None:
+        """Another process sharing the store asked to cancel ``response_id``."""
+        live = self._live.get(response_id)
+        if live is not None and not live.done:
+            LOG.info("background %s: cancel asked by another server", response_id)
+            self._cancel_now(response_id, live, live.storage)
+
+    async def _cancel_elsewhere(
+        self, spec: DialectSpec, response_id: str, stored: StoredResponse, send: Send
+    ) -> StoredResponse | None:
+        """Ask the process generating ``response_id`` to cancel it and wait for its end in the
+        store; the response then, or None once an error is answered."""
+        try:
+            heard = await self.store.request_cancel(response_id)
+            with anyio.move_on_after(_REMOTE_CANCEL_S):
+                while heard and not stored.done:
+                    await self.store.wait(response_id, stored.last_sequence, _REMOTE_CANCEL_S)
+                    again = await self.store.get(response_id)
+                    if again is None:
+                        break
+                    stored = again
+        except StoreUnavailable as exc:
+            self.store_failures += 1
+            LOG.warning("store failed while cancelling %s: %s", response_id, exc)
+            await _send_error(
+                send,
+                spec.error_response(
+                    503, f"The response store is unavailable: {exc}", code="store_unavailable"
+                ),
+            )
+            return None
+        if stored.done:
+            return stored
+        why = (
+            "no server sharing this store answered"
+            if not heard
+            else f"the server generating it did not end it within {_REMOTE_CANCEL_S:g} s"
+        )
+        await _send_error(
+            send,
+            spec.error_response(
+                409,
+                f"Response '{response_id}' is being generated by another server sharing this "
+                f"store, and could not be cancelled: {why}.",
+                code="conflict",
+            ),
+        )
+        return None
+
+    # -- lifespan ----------------------------------------------------------------------------
+    def start(self, tasks: TaskStarter) -> None:
+        """Begin serving in the app's lifespan: cancels asked by other processes sharing the
+        store are heard in a task of ``tasks``."""
+        self._tasks = tasks
+        tasks.start_soon(self._listen_cancels)
+
+    async def _listen_cancels(self) -> None:
+        """Hear the cancels of other processes until the lifespan ends (a store that fails is
+        logged, and listened to again a second later)."""
+        while True:
+            try:
+                await self.store.listen_cancels(self._cancel_heard)
+            except (StoreUnavailable, OSError) as exc:
+                LOG.warning("cancels asked by other servers are not heard: %s", exc)
+            await anyio.sleep(1.0)
 
 
 async def _send_error(

@@ -14,7 +14,7 @@ unavailable, never truncating what a connected client receives.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -75,8 +75,8 @@ class Write:
     creation: Creation | None
     #: Its new events other than keepalives, numbered, in order.
     events: Sequence[tuple[int, bytes]]
-    #: Its new object, when an event carried one.
-    object: dict[str, Any] | None = None
+    #: Its new object, when an event carried one (or that object serialized as JSON).
+    object: dict[str, Any] | bytes | None = None
     #: Its terminal event is among ``events``.
     done: bool = False
     #: Its keepalives' template, when it is new.
@@ -149,21 +149,24 @@ class ResponseStore(Protocol):
         self,
         response_id: str,
         events: Sequence[tuple[int, bytes]],
-        obj: dict[str, Any] | None = None,
+        obj: dict[str, Any] | bytes | None = None,
         *,
         done: bool = False,
         keepalive: KeepaliveTemplate | None = None,
         last: int = -1,
     ) -> None:
         """Add numbered event frames other than keepalives (in order), the object when an
-        event carried a new one, whether the last of them was terminal, the keepalives'
+        event carried a new one (a dict, or its JSON), whether the last of them was terminal, the keepalives'
         template when it is new, and the number of the latest event when a keepalive came
         after them. Nothing happens for an unknown id."""
         ...
 
-    async def append_many(self, writes: Mapping[str, Write]) -> None:
+    async def append_many(
+        self, writes: Mapping[str, Write], keepalives: Mapping[str, int] | None = None
+    ) -> None:
         """:meth:`create` (when a write says so) then :meth:`append` for several responses at
-        once: one round trip to a server."""
+        once, and the latest keepalive numbers of others (``{response id: number}``): one
+        round trip to a server."""
         ...
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
@@ -178,4 +181,14 @@ class ResponseStore(Protocol):
 
     async def delete(self, response_id: str) -> bool:
         """Forget the response; whether it was there."""
+        ...
+
+    async def request_cancel(self, response_id: str) -> int:
+        """Ask the processes sharing the store to cancel ``response_id`` (the one generating it
+        does); how many processes heard it (0: none listens, so none generates it)."""
+        ...
+
+    async def listen_cancels(self, on_cancel: Callable[[str], object]) -> None:
+        """Call ``on_cancel(response_id)`` for each cancel another process asks for, until
+        cancelled (a store no other process shares waits for nothing)."""
         ...

@@ -36,8 +36,9 @@ _EVICTION_LOG_S = 60.0
 @dataclass(slots=True)
 class _Entry:
     owner: str
-    object: dict[str, Any]
-    object_bytes: int
+    #: The object, serialized: a kept response holds no tree of objects for the garbage
+    #: collector to walk at every collection (thousands of them, for an hour each).
+    object: bytes
     touched: float
     #: The input, serialized (a third of its parsed size, and none of the request's objects).
     input: bytes | None
@@ -52,7 +53,7 @@ class _Entry:
 
     @property
     def size(self) -> int:
-        return _OVERHEAD + self.object_bytes + self.event_bytes
+        return _OVERHEAD + len(self.object) + self.event_bytes
 
     def notify(self) -> None:
         changed, self.changed = self.changed, None
@@ -114,7 +115,7 @@ class MemoryStore:
         # Exactly its size: orjson's own result keeps ~4 KiB of capacity behind a short input,
         # which every waiting stream of a stored response held (16.2 -> 12 KiB per stream).
         kept_input = None if input_items is None else dumps_exact(input_items)
-        entry = _Entry(owner, obj, len(orjson.dumps(obj)), self._clock(), kept_input, background)
+        entry = _Entry(owner, dumps_exact(obj), self._clock(), kept_input, background)
         if kept_input is not None:
             entry.event_bytes += len(kept_input)
         self._entries[response_id] = entry
@@ -127,14 +128,19 @@ class MemoryStore:
             return None
         kept_input = None if entry.input is None else orjson.loads(entry.input)
         return StoredResponse(
-            entry.owner, entry.object, entry.done, entry.last, kept_input, entry.background
+            entry.owner,
+            orjson.loads(entry.object),
+            entry.done,
+            entry.last,
+            kept_input,
+            entry.background,
         )
 
     async def append(
         self,
         response_id: str,
         events: Sequence[tuple[int, bytes]],
-        obj: dict[str, Any] | None = None,
+        obj: dict[str, Any] | bytes | None = None,
         *,
         done: bool = False,
         keepalive: KeepaliveTemplate | None = None,
@@ -153,9 +159,7 @@ class MemoryStore:
             entry.event_bytes += len(keepalive[0]) + len(keepalive[1])
         entry.last = max(entry.last, last)
         if obj is not None:
-            entry.object = obj
-            if done:  # its final size; the interim objects (keepalives) are about the first's
-                entry.object_bytes = len(orjson.dumps(obj))
+            entry.object = obj if isinstance(obj, bytes) else dumps_exact(obj)
         entry.done = entry.done or done
         entry.touched = self._clock()
         self._entries.move_to_end(response_id)
@@ -163,7 +167,18 @@ class MemoryStore:
         entry.notify()
         self._bound()
 
-    async def append_many(self, writes: Mapping[str, Write]) -> None:
+    async def append_many(
+        self, writes: Mapping[str, Write], keepalives: Mapping[str, int] | None = None
+    ) -> None:
+        if keepalives:  # a number each: no bytes change, no waiter needs a keepalive
+            now = self._clock()
+            entries = self._entries
+            for response_id, number in keepalives.items():
+                entry = entries.get(response_id)
+                if entry is not None:
+                    entry.last = max(entry.last, number)
+                    entry.touched = now
+                    entries.move_to_end(response_id)
         for response_id, write in writes.items():
             creation = write.creation
             if creation is not None:
@@ -206,6 +221,12 @@ class MemoryStore:
         self.bytes -= entry.size
         entry.notify()
         return True
+
+    async def request_cancel(self, response_id: str) -> int:
+        return 0  # no other process shares this store
+
+    async def listen_cancels(self, on_cancel: Callable[[str], object]) -> None:
+        await anyio.sleep_forever()
 
     # -- bounds --------------------------------------------------------------------------------
     def _live(self, response_id: str) -> _Entry | None:

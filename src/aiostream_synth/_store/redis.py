@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -110,6 +110,7 @@ class RedisStore:
         self.prefix = prefix
         self._ttl = max(1, round(ttl_s))
         self._progress_key = f"{prefix}progress"
+        self._cancel_channel = f"{prefix}cancel"
         #: When each waiting response of this process next has its TTL renewed by a keepalive.
         self._renew_at: dict[str, float] = {}
         self._client: coredis.Redis[bytes] = coredis.Redis.from_url(
@@ -202,7 +203,7 @@ class RedisStore:
         self,
         response_id: str,
         events: Sequence[tuple[int, bytes]],
-        obj: dict[str, Any] | None = None,
+        obj: dict[str, Any] | bytes | None = None,
         *,
         done: bool = False,
         keepalive: KeepaliveTemplate | None = None,
@@ -210,13 +211,22 @@ class RedisStore:
     ) -> None:
         await self.append_many({response_id: Write(None, events, obj, done, keepalive, last)})
 
-    async def append_many(self, writes: Mapping[str, Write]) -> None:
+    async def append_many(
+        self, writes: Mapping[str, Write], keepalives: Mapping[str, int] | None = None
+    ) -> None:
         progress: dict[str, bytes] = {}
         ended: list[str] = []
         now = time.monotonic()
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
+                    for response_id, number in (keepalives or {}).items():
+                        progress[response_id] = b"%d" % number
+                        if now >= self._renew_at.get(response_id, now):
+                            record, stream = self._keys(response_id)
+                            pipe.expire(record, self._ttl)
+                            pipe.expire(stream, self._ttl)
+                            self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
                     for response_id, write in writes.items():
                         self._write(pipe, response_id, write, progress, ended, now)
                     if progress:
@@ -246,7 +256,8 @@ class RedisStore:
             pipe.xadd(stream, {"a": b"%d" % first, "f": joined}, identifier=_entry_id(last))
         fields: dict[str, bytes] = {}
         if write.object is not None:
-            fields["object"] = orjson.dumps(write.object)
+            obj = write.object
+            fields["object"] = obj if isinstance(obj, bytes) else orjson.dumps(obj)
         if write.done:
             fields["done"] = b"1"
         if write.keepalive is not None:
@@ -255,6 +266,7 @@ class RedisStore:
             pipe.hset(record, fields)
         if write.done:
             ended.append(response_id)
+            progress.pop(response_id, None)
             self._renew_at.pop(response_id, None)
         elif write.last > (write.events[-1][0] if write.events else -1):
             progress[response_id] = b"%d" % write.last
@@ -307,3 +319,25 @@ class RedisStore:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
         self._renew_at.pop(response_id, None)
         return bool(removed > 0)
+
+    async def request_cancel(self, response_id: str) -> int:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                heard = await self._client.publish(self._cancel_channel, response_id)
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        return int(heard)
+
+    async def listen_cancels(self, on_cancel: Callable[[str], object]) -> None:
+        def heard(message: Any) -> None:
+            data = message.get("data")
+            if isinstance(data, bytes | str):
+                on_cancel(_bytes(data).decode())
+
+        try:
+            async with self._client.pubsub(
+                channel_handlers={self._cancel_channel: heard}, ignore_subscribe_messages=True
+            ):
+                await anyio.sleep_forever()
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None

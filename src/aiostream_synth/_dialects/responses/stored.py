@@ -23,13 +23,17 @@ from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
 from aiostream_synth._dialects.responses.synthesis import new_response_id, responses_failure_frames
 from aiostream_synth._wire.failures import Failure
+from aiostream_synth._wire.json import dumps_exact
 from aiostream_synth._wire.sse import event_frame
 
 __all__ = ["RESPONSES_STORAGE", "ResponsesStorage"]
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TERMINAL_KINDS = frozenset(kind.encode() for kind in _TERMINAL)
+#: The events that carry the response object (the terminal ones among them).
+_WITH_RESPONSE = frozenset({b"response.created", b"response.in_progress", b"response.queued"})
+_WITH_RESPONSE |= _TERMINAL_KINDS
 _DATA = b"\ndata: "
-_IN_PROGRESS = b"event: response.in_progress\n"
 _SEQUENCE = b',"sequence_number":'
 
 
@@ -62,24 +66,34 @@ class ResponsesStorage:
         start = frame.find(_DATA)
         if not frame.startswith(b"event: ") or start < 0:
             return None
-        if frame.startswith(_IN_PROGRESS):
-            # A keepalive (the hot path): its number, at the end of its payload, is all that is
-            # new; the response it carries is the one response.created carried.
-            cut = frame.rfind(_SEQUENCE) + len(_SEQUENCE)
-            digits = frame[cut:].rstrip(b"}\n")
-            if cut > len(_SEQUENCE) and digits.isdigit():
+        kind = frame[7 : frame.find(b"\n")]
+        # Our own events end with their number: read without parsing the payload (a full
+        # parse below for anything else).
+        cut = frame.rfind(_SEQUENCE) + len(_SEQUENCE)
+        digits = frame[cut:].rstrip(b"}\n")
+        if cut > len(_SEQUENCE) and digits.isdigit():
+            sequence = int(digits)
+            if kind not in _WITH_RESPONSE:
+                return StoredEvent(sequence, terminal=False, response_json=None)
+            head = b'{"type":"%b","response":' % kind
+            body = start + len(_DATA)
+            if frame.startswith(head, body):
+                if kind == b"response.in_progress":
+                    # A keepalive (the hot path): its number is all that is new; the response
+                    # it carries is the one response.created carried.
+                    template = (frame[:cut], frame[cut + len(digits) :])
+                    return StoredEvent(sequence, False, response_json=None, keepalive=template)
                 return StoredEvent(
-                    sequence=int(digits),
-                    terminal=False,
-                    response=None,
-                    keepalive=(frame[:cut], frame[cut + len(digits) :]),
+                    sequence,
+                    terminal=kind in _TERMINAL_KINDS,
+                    response_json=frame[body + len(head) : cut - len(_SEQUENCE)],
                 )
         payload = orjson.loads(frame[start + len(_DATA) :])
         response = payload.get("response")
         return StoredEvent(
             sequence=int(payload["sequence_number"]),
             terminal=payload.get("type") in _TERMINAL,
-            response=response if isinstance(response, dict) else None,
+            response_json=dumps_exact(response) if isinstance(response, dict) else None,
         )
 
     def failure_frames(

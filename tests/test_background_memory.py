@@ -1,0 +1,105 @@
+"""A background response lets go of everything once it ends (issue 30's benchmark found the
+cost): no reference cycle keeps its engine stream, its call or its request alive until a full
+collection, whether its client stayed to the end, left mid-wait, or it was cancelled. Driven
+in process through the ASGI app, on asyncio and trio."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from aiostream_synth._engine.stream import SynthesizedStream
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._serving.pipeline import ON_DISCONNECT
+
+from .support.asgi_client import Lifespan, OneRequest, post_scope
+
+pytestmark = pytest.mark.anyio
+
+K = 0.05  # the keepalive interval (trio's clock jumps; asyncio's is real)
+
+
+@pytest.fixture
+def no_collector() -> Iterator[list[Any]]:
+    """The collector off, and what a collection then finds in cycles (saved, not freed)."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    found: list[Any] = []
+    try:
+        yield found
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+class _Client(OneRequest):
+    """A request whose first body is an event to wait for."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.first_body = anyio.Event()
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "http.response.body":
+            self.first_body.set()
+
+
+def _with_key(scope: dict[str, Any]) -> dict[str, Any]:
+    scope["headers"] = [*scope["headers"], (b"authorization", b"Bearer k")]
+    return scope
+
+
+@pytest.mark.parametrize("how", ["stays", "leaves", "cancelled"])
+async def test_an_ended_background_response_is_in_no_reference_cycle(
+    how: str, no_collector: list[Any]
+) -> None:
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
+    lifespan = Lifespan(app)
+    delay = 600 if how == "cancelled" else 4 * K
+    body = {"model": "m", "input": f"x [delay:{delay}]", "background": True, "stream": True}
+    creator = _Client(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    if how != "leaves":  # as the proxy's servers do: the disconnect heard by a callback
+        scope[ON_DISCONNECT] = lambda callback: None
+    async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+        group.start_soon(lifespan.run)
+        await lifespan.say("startup")
+        async with anyio.create_task_group() as client:
+            client.start_soon(app, scope, creator.receive, creator.send)
+            await creator.first_body.wait()
+            first = creator.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
+            path = f"/v1/responses/{json.loads(first)['response']['id']}"
+            if how == "leaves":
+                creator.gone.set()  # the recorder goes on where the client's task stopped
+            elif how == "cancelled":
+                cancel = OneRequest(b"")
+                await app(_with_key(post_scope(f"{path}/cancel")), cancel.receive, cancel.send)
+                assert cancel.sent[0]["status"] == 200
+        # A reader to the end: the response has ended when it returns.
+        reader = OneRequest(b"")
+        get = {**_with_key(post_scope(path, b"stream=true")), "method": "GET"}
+        await app(get, reader.receive, reader.send)
+        assert reader.bodies[-1]["more_body"] is False
+        await lifespan.say("shutdown")
+    assert app.synth.background is not None
+    assert app.synth.background.generating == 0
+    del creator, reader, app, lifespan
+    gc.collect()
+    cycles = [type(o).__name__ for o in gc.garbage if _ours(o)]
+    assert cycles == []
+
+
+#: The objects each background response has of its own.
+_PER_RESPONSE = ("_Live", "_Generation", "_Following", "_Recorded", "_Continuing", "_Write")
+
+
+def _ours(value: Any) -> bool:
+    return isinstance(value, SynthesizedStream) or type(value).__name__ in _PER_RESPONSE
