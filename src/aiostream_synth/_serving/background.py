@@ -549,8 +549,8 @@ class BackgroundResponses:
         live.generation.cancel()  # nobody follows it any more
         live.done = True
         live.notify()
-        if self._live.pop(response_id, None) is None:
-            return  # told already
+        if self._live.pop(response_id, None) is None or not LOG.isEnabledFor(logging.INFO):
+            return  # told already, or not to be told
         LOG.info(
             "background %s ended: status=%s events=%d duration_s=%.3f",
             response_id,

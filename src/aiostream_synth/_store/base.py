@@ -59,7 +59,9 @@ class StoredResponse:
 
 @dataclass(frozen=True, slots=True)
 class Creation:
-    """A response to start keeping before the events of the same write (see ``append_many``)."""
+    """A response to start keeping before the events of the same write (see ``append_many``),
+    under an id never used before (unlike :meth:`ResponseStore.create`, nothing kept under it
+    is replaced)."""
 
     owner: str
     object: dict[str, Any]

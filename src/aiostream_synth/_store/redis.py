@@ -42,6 +42,36 @@ _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
 _RENEW_FRACTION = 0.25
 
 
+#: Several responses' writes in one call. KEYS: each response's hash and stream; ARGV: the TTL,
+#: then per response its field count and fields (one HSET), its run count and runs (first
+#: number, entry id, frames: one XADD each), and whether to renew both keys' TTL.
+_WRITE_SCRIPT = """
+local ttl = ARGV[1]
+local a = 2
+for k = 1, #KEYS, 2 do
+  local record, stream = KEYS[k], KEYS[k + 1]
+  local fields = tonumber(ARGV[a])
+  a = a + 1
+  if fields > 0 then
+    redis.call('HSET', record, unpack(ARGV, a, a + 2 * fields - 1))
+    a = a + 2 * fields
+  end
+  local runs = tonumber(ARGV[a])
+  a = a + 1
+  for r = 1, runs do
+    redis.call('XADD', stream, ARGV[a + 1], 'a', ARGV[a], 'f', ARGV[a + 2])
+    a = a + 3
+  end
+  if ARGV[a] == '1' then
+    redis.call('EXPIRE', record, ttl)
+    redis.call('EXPIRE', stream, ttl)
+  end
+  a = a + 1
+end
+return 0
+"""
+
+
 def _entry_id(sequence: int) -> str:
     return f"0-{sequence + 1}"
 
@@ -214,21 +244,26 @@ class RedisStore:
     async def append_many(
         self, writes: Mapping[str, Write], keepalives: Mapping[str, int] | None = None
     ) -> None:
+        # Every response's write is one part of a single script call (a command costs the
+        # client ~20 µs of CPU, an argument ~1 µs), beside one HSET of keepalive numbers.
+        keys: list[str] = []
+        args: list[bytes | int] = [self._ttl]
         progress: dict[str, bytes] = {}
         ended: list[str] = []
         now = time.monotonic()
+        for response_id, number in (keepalives or {}).items():
+            progress[response_id] = b"%d" % number
+            if now >= self._renew_at.get(response_id, now):
+                keys.extend(self._keys(response_id))
+                args.extend((0, 0, 1))  # no fields, no runs: only their TTL renewed
+                self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+        for response_id, write in writes.items():
+            self._write(keys, args, response_id, write, progress, ended, now)
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for response_id, number in (keepalives or {}).items():
-                        progress[response_id] = b"%d" % number
-                        if now >= self._renew_at.get(response_id, now):
-                            record, stream = self._keys(response_id)
-                            pipe.expire(record, self._ttl)
-                            pipe.expire(stream, self._ttl)
-                            self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
-                    for response_id, write in writes.items():
-                        self._write(pipe, response_id, write, progress, ended, now)
+                    if keys:
+                        pipe.eval(_WRITE_SCRIPT, keys, args)
                     if progress:
                         pipe.hset(self._progress_key, progress)
                         pipe.expire(self._progress_key, self._ttl)
@@ -239,22 +274,21 @@ class RedisStore:
 
     def _write(
         self,
-        pipe: Any,
+        keys: list[str],
+        args: list[bytes | int],
         response_id: str,
         write: Write,
         progress: dict[str, bytes],
         ended: list[str],
         now: float,
     ) -> None:
-        """Queue one response's write on ``pipe`` (its progress and end on the lists)."""
-        record, stream = self._keys(response_id)
-        if write.creation is not None:
-            pipe.delete([record, stream])
-            pipe.hset(record, self._fields(write.creation))
-            pipe.expire(record, self._ttl)
-        for first, last, joined in _runs(write.events):
-            pipe.xadd(stream, {"a": b"%d" % first, "f": joined}, identifier=_entry_id(last))
-        fields: dict[str, bytes] = {}
+        """One response's part of the script call (see :data:`_WRITE_SCRIPT`); its latest
+        keepalive number and its end on the lists."""
+        keys.extend(self._keys(response_id))
+        # The creation and what the write changes in one HSET: a creation's id is new (the
+        # dialect's random id), so nothing is there to delete first.
+        creation = write.creation
+        fields = {} if creation is None else self._fields(creation)
         if write.object is not None:
             obj = write.object
             fields["object"] = obj if isinstance(obj, bytes) else orjson.dumps(obj)
@@ -262,20 +296,23 @@ class RedisStore:
             fields["done"] = b"1"
         if write.keepalive is not None:
             fields["kp"], fields["ks"] = write.keepalive
-        if fields:
-            pipe.hset(record, fields)
+        args.append(len(fields))
+        for name, value in fields.items():
+            args.extend((name.encode(), value))
+        runs = _runs(write.events)
+        args.append(len(runs))
+        for first, last, joined in runs:
+            args.extend((first, _entry_id(last).encode(), joined))
         if write.done:
             ended.append(response_id)
             progress.pop(response_id, None)
             self._renew_at.pop(response_id, None)
         elif write.last > (write.events[-1][0] if write.events else -1):
             progress[response_id] = b"%d" % write.last
-        renew = fields or write.events or write.creation is not None
-        if renew or now >= self._renew_at.get(response_id, now):
-            pipe.expire(record, self._ttl)
-            pipe.expire(stream, self._ttl)
-            if not write.done:
-                self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+        renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
+        args.append(1 if renew else 0)
+        if renew and not write.done:
+            self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
         record, stream = self._keys(response_id)
