@@ -413,7 +413,7 @@ def test_a_store_that_fails_mid_stream_never_cuts_the_live_stream(
 ) -> None:
     app = ProxyApp(ProxyConfig(keepalive_s=0.1))
     assert app.synth.background is not None
-    app.synth.background.store = FailingStore(good=2)
+    app.synth.background.store = FailingStore(good=1)  # its creation, then no more
     with (
         serve(app, "uvicorn", lifespan=True) as url,
         _client(url) as client,

@@ -58,6 +58,11 @@ _LAST_WRITE_S = 5.0
 #: others, so that thousands of waiting responses cost the store one command a few times a
 #: second (a reader on another replica sees keepalives that much later).
 _KEEPALIVES_EVERY_S = 0.25
+#: Seconds the writer lets writes gather before it sends them (the store is that much behind
+#: the live stream at most, besides its own round trip).
+_BATCH_S = 0.01
+#: Responses per store call of a batch.
+_FLUSH_CHUNK = 500
 #: Seconds a cancel asked of another process waits for the response's end in the store.
 _REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
@@ -671,6 +676,11 @@ class BackgroundResponses:
                     with anyio.move_on_after(_KEEPALIVES_EVERY_S):
                         await self._wake_writer.wait()
                     self._wake_writer = None
+                else:
+                    # What else a wave of requests queues meanwhile joins this batch: a flush
+                    # has a fixed cost (a round trip, the client's own bookkeeping) that a
+                    # flush per handful of requests would pay a thousand times a second.
+                    await anyio.sleep(_BATCH_S)
                 batch, self._pending = self._pending, {}
                 numbers, self._keepalives = self._keepalives, {}
                 self._in_flight = batch
@@ -697,6 +707,15 @@ class BackgroundResponses:
             await self._flushed.wait()
 
     async def _flush(self, batch: dict[str, _Write], keepalives: dict[str, int]) -> None:
+        """Send a batch, :data:`_FLUSH_CHUNK` responses per call: a call is built without
+        a pause (thousands of responses ending together would hold the loop for as long)."""
+        items = list(batch.items())
+        numbers = list(keepalives.items())
+        for start in range(0, max(len(items), len(numbers)), _FLUSH_CHUNK):
+            chunk = dict(items[start : start + _FLUSH_CHUNK])
+            await self._flush_chunk(chunk, dict(numbers[start : start + _FLUSH_CHUNK]))
+
+    async def _flush_chunk(self, batch: dict[str, _Write], keepalives: dict[str, int]) -> None:
         writes = {response_id: write.to_store() for response_id, write in batch.items()}
         if await self._keep(self.store.append_many(writes, keepalives)):
             return
@@ -804,6 +823,8 @@ class BackgroundResponses:
             await _send_error(send, error)
             return
         if live is None:
+            # This process's own writes first (its last events may still be queued).
+            await self._until_written(response_id)
             try:
                 stored = await self.store.get(response_id)
             except StoreUnavailable as exc:
