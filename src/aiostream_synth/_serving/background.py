@@ -84,9 +84,9 @@ def owner_of(headers: Mapping[str, str]) -> str:
 
 
 _OWNERS: dict[str, str] = {}
+_OWNERS_KEPT = 1024
 #: The tracking of a stream when no shutdown signal is given.
 _UNTRACKED = contextlib.nullcontext()
-_OWNERS_KEPT = 1024
 
 
 def _events_of(write: bytes) -> Iterator[bytes]:
@@ -667,20 +667,15 @@ class BackgroundResponses:
 
     async def _write_behind(self) -> None:
         """Send the queued writes, batch after batch, until none is left (a lifespan task:
-        never raises; a batch in flight is finished even when the lifespan ends). Keepalive
-        numbers alone wait up to :data:`_KEEPALIVES_EVERY_S` for more to join them."""
+        never raises but its cancellation; what is queued when the lifespan ends is still
+        written, within :data:`_LAST_WRITE_S`)."""
         try:
             while self._pending or self._keepalives:
-                if not self._pending:
-                    self._wake_writer = anyio.Event()
-                    with anyio.move_on_after(_KEEPALIVES_EVERY_S):
-                        await self._wake_writer.wait()
-                    self._wake_writer = None
-                else:
-                    # What else a wave of requests queues meanwhile joins this batch: a flush
-                    # has a fixed cost (a round trip, the client's own bookkeeping) that a
-                    # flush per handful of requests would pay a thousand times a second.
-                    await anyio.sleep(_BATCH_S)
+                ending: BaseException | None = None
+                try:
+                    await self._gather()
+                except anyio.get_cancelled_exc_class() as exc:
+                    ending = exc  # the lifespan ends: what is queued is still written
                 batch, self._pending = self._pending, {}
                 numbers, self._keepalives = self._keepalives, {}
                 self._in_flight = batch
@@ -690,7 +685,8 @@ class BackgroundResponses:
                 flushed, self._flushed = self._flushed, None
                 if flushed is not None:
                     flushed.set()
-                await anyio.lowlevel.checkpoint()  # what queued meanwhile makes the next batch
+                if ending is not None:
+                    raise ending
         finally:
             self._writing = False
             self._wake_writer = None
@@ -698,6 +694,22 @@ class BackgroundResponses:
             flushed, self._flushed = self._flushed, None
             if flushed is not None:
                 flushed.set()
+
+    async def _gather(self) -> None:
+        """Let writes gather before a flush: keepalive numbers alone for up to
+        :data:`_KEEPALIVES_EVERY_S` (or until anything else is queued), anything else for
+        :data:`_BATCH_S` — what a wave of requests queues meanwhile joins the batch, whose
+        fixed cost (a round trip, the client's own bookkeeping) a flush per handful of
+        requests would pay a thousand times a second."""
+        if self._pending:
+            await anyio.sleep(_BATCH_S)
+            return
+        self._wake_writer = anyio.Event()
+        try:
+            with anyio.move_on_after(_KEEPALIVES_EVERY_S):
+                await self._wake_writer.wait()
+        finally:
+            self._wake_writer = None
 
     async def _until_written(self, response_id: str) -> None:
         """Until nothing of ``response_id`` waits for the store (written, or failed)."""

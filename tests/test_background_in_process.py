@@ -1,7 +1,8 @@
-"""A background response lets go of everything once it ends (issue 30's benchmark found the
-cost): no reference cycle keeps its engine stream, its call or its request alive until a full
-collection, whether its client stayed to the end, left mid-wait, or it was cancelled. Driven
-in process through the ASGI app, on asyncio and trio."""
+"""Background responses driven in process through the ASGI app, on asyncio and trio: what the
+servers' tests cannot see. One lets go of everything once it ends (issue 30's benchmark found
+the cost): no reference cycle keeps its engine stream, its call or its request alive until a
+full collection, whether its client stayed to the end, left mid-wait, or it was cancelled.
+And what is queued for the store when the lifespan ends is still written."""
 
 from __future__ import annotations
 
@@ -103,3 +104,30 @@ _PER_RESPONSE = ("_Live", "_Generation", "_Following", "_Recorded", "_Continuing
 
 def _ours(value: Any) -> bool:
     return isinstance(value, SynthesizedStream) or type(value).__name__ in _PER_RESPONSE
+
+
+async def test_what_is_queued_for_the_store_when_the_lifespan_ends_is_written() -> None:
+    """The writer lets writes gather a moment before it sends them: a shutdown meanwhile
+    still sends them (the response's end is not lost from the store)."""
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": "x", "background": True, "stream": True}
+    creator = _Client(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    scope[ON_DISCONNECT] = lambda callback: None
+    async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+        group.start_soon(lifespan.run)
+        await lifespan.say("startup")
+        await app(scope, creator.receive, creator.send)  # to its terminal event
+        background = app.synth.background
+        assert background is not None
+        assert background._pending  # its last write still gathering
+        await lifespan.say("shutdown")
+    first = creator.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
+    response_id = json.loads(first)["response"]["id"]
+    stored = await background.store.get(response_id)
+    assert stored is not None
+    assert stored.done
+    assert stored.object["status"] == "completed"
+    sent = b"".join(message["body"] for message in creator.bodies)
+    assert b"".join(frame for _, frame in await background.store.events(response_id, -1)) == sent
