@@ -115,12 +115,12 @@ async def test_what_is_queued_for_the_store_when_the_lifespan_ends_is_written() 
     creator = _Client(json.dumps(body).encode())
     scope = _with_key(post_scope("/v1/responses"))
     scope[ON_DISCONNECT] = lambda callback: None
+    background = app.synth.background
+    assert background is not None
     async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
         group.start_soon(lifespan.run)
         await lifespan.say("startup")
         await app(scope, creator.receive, creator.send)  # to its terminal event
-        background = app.synth.background
-        assert background is not None
         assert background._pending  # its last write still gathering
         await lifespan.say("shutdown")
     first = creator.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
