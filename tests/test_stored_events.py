@@ -87,4 +87,6 @@ def test_a_keepalive_is_its_template_with_its_number() -> None:
         assert event.keepalive is not None
         prefix, suffix = event.keepalive
         assert prefix + str(number).encode() + suffix == frame
-        assert event.keepalive == RESPONSES_STORAGE.event(first).keepalive  # type: ignore[union-attr]
+        first_event = RESPONSES_STORAGE.event(first)
+        assert first_event is not None
+        assert event.keepalive == first_event.keepalive

@@ -7,9 +7,10 @@ and, on another replica, waits for more (``wait``).
 Keepalive events are not written one by one: they differ only in their number, so a store
 keeps one *template* (the frame cut around its number) and the number of the latest event,
 and renders each missing number as a keepalive when it replays (:func:`with_keepalives`).
-A waiting response then costs the store one small update per flush, not a write per tick. An implementation may fail
-(:class:`StoreUnavailable`): serving then keeps the live stream going and says resume is
-unavailable, never truncating what a connected client receives.
+A waiting response then costs the store one small update per flush, not a write per tick.
+
+An implementation may fail (:class:`StoreUnavailable`): serving then keeps the live stream
+going and says resume is unavailable, never truncating what a connected client receives.
 """
 
 from __future__ import annotations
@@ -158,9 +159,9 @@ class ResponseStore(Protocol):
         last: int = -1,
     ) -> None:
         """Add numbered event frames other than keepalives (in order), the object when an
-        event carried a new one (a dict, or its JSON), whether the last of them was terminal, the keepalives'
-        template when it is new, and the number of the latest event when a keepalive came
-        after them. Nothing happens for an unknown id."""
+        event carried a new one (a dict, or its JSON), whether the last of them was terminal,
+        the keepalives' template when it is new, and the number of the latest event when a
+        keepalive came after them. Nothing happens for an unknown id."""
         ...
 
     async def append_many(

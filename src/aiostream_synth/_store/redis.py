@@ -7,8 +7,11 @@ number and the frames), so that a reader resumes with ``XRANGE``/``XREAD BLOCK``
 sequence number; both expire ``ttl_s`` after the last write. The number of each waiting
 response's latest keepalive is a field of one hash, ``<prefix>progress``, written for every
 response at once by one ``HSET`` per flush (a tick costs a stream no command of its own) and
-removed when the response ends. The client is coredis (anyio underneath: the same store on asyncio and trio).
-Every operation is bounded by ``timeout_s``; a failure or a timeout is
+removed when the response ends. Every response's write of a flush is one script call
+(:data:`_WRITE_SCRIPT`); cancels go through the channel ``<prefix>cancel``.
+
+The client is coredis (anyio underneath: the same store on asyncio and trio). Every operation
+is bounded by ``timeout_s``; a failure or a timeout is
 :class:`~aiostream_synth._store.base.StoreUnavailable`.
 """
 

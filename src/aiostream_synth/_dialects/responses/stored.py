@@ -3,11 +3,11 @@
 A response is stored unless its request says ``store: false`` (as upstream); a request naming
 a stored one in ``previous_response_id`` is continued by putting the stored conversation (that
 response's whole input, then its output) in front of its own input, for a backend that keeps
-no state. A background response streams like any other, except that its id is chosen before the backend
-is called and its first events (``response.created``, ``response.in_progress``) are sent at
-once, so that its object exists from the start. A cancelled one ends with ``response.failed``
-whose response has status ``cancelled`` (the SDK's event union has no cancelled event; its
-response status does) and no error.
+no state. A background response streams like any other, except that its id is chosen before
+the backend is called and its first events (``response.created``, ``response.in_progress``)
+are sent at once, so that its object exists from the start. A cancelled one ends with
+``response.failed`` whose response has status ``cancelled`` (the SDK's event union has no
+cancelled event; its response status does) and no error.
 """
 
 from __future__ import annotations
