@@ -19,7 +19,7 @@ import logging
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -47,6 +47,7 @@ from aiostream_synth._store.base import (
 )
 from aiostream_synth._wire.errors import BackendError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
+from aiostream_synth._wire.sse import split_frames
 
 __all__ = ["BackgroundResponses", "owner_of"]
 
@@ -87,18 +88,6 @@ _OWNERS: dict[str, str] = {}
 _OWNERS_KEPT = 1024
 #: The tracking of a stream when no shutdown signal is given.
 _UNTRACKED = contextlib.nullcontext()
-
-
-def _events_of(write: bytes) -> Iterator[bytes]:
-    """The SSE events of one engine write (one or more ``...\\n\\n`` blocks)."""
-    start = 0
-    while start < len(write):
-        end = write.find(b"\n\n", start)
-        if end < 0:
-            yield write[start:]
-            return
-        yield write[start : end + 2]
-        start = end + 2
 
 
 def _keepalive_number(write: bytes, template: KeepaliveTemplate | None) -> int | None:
@@ -607,7 +596,7 @@ class BackgroundResponses:
         obj: bytes | None = None
         terminal = False
         template: KeepaliveTemplate | None = None
-        for frame in _events_of(write):
+        for frame in split_frames(write):
             event = storage.event(frame)
             if event is None:
                 continue

@@ -36,6 +36,7 @@ from aiostream_synth._store.base import (
     Write,
     with_keepalives,
 )
+from aiostream_synth._wire.sse import split_frames
 
 __all__ = ["RedisStore"]
 
@@ -99,18 +100,6 @@ def _runs(events: Sequence[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
         else:
             runs.append((sequence, sequence, [frame]))
     return [(first, last, b"".join(frames)) for first, last, frames in runs]
-
-
-def _frames(first: int, joined: bytes) -> list[tuple[int, bytes]]:
-    """A run's frames (each SSE event ends with a blank line), numbered from ``first``."""
-    out: list[tuple[int, bytes]] = []
-    start = 0
-    while start < len(joined):
-        end = joined.find(b"\n\n", start)
-        end = len(joined) if end < 0 else end + 2
-        out.append((first + len(out), joined[start:end]))
-        start = end
-    return out
 
 
 def _number(value: bytes | str | None) -> int:
@@ -333,7 +322,9 @@ class RedisStore:
         events: list[tuple[int, bytes]] = []
         for entry in entries:
             values = entry.field_values
-            events.extend(_frames(int(values[b"a"]), _bytes(values[b"f"])))
+            first = int(values[b"a"])
+            frames = split_frames(_bytes(values[b"f"]))
+            events.extend(zip(range(first, first + len(frames)), frames, strict=True))
         last = max(events[-1][0] if events else -1, _number(progress))
         template = None if prefix is None or suffix is None else (_bytes(prefix), _bytes(suffix))
         return with_keepalives(events, after, last, template)

@@ -21,6 +21,7 @@ __all__ = [
     "data_frame",
     "event_frame",
     "event_prefix",
+    "split_frames",
 ]
 
 #: The Chat Completions end-of-stream sentinel block.
@@ -62,3 +63,16 @@ def comment_frame(text: str = "keep-alive") -> bytes:
 
 #: The generic SSE keepalive: a comment, which every SSE parser ignores (decision P7).
 KEEPALIVE_COMMENT = comment_frame("keep-alive")
+
+
+def split_frames(joined: bytes) -> list[bytes]:
+    """The frames of several joined together (each ends with a blank line; a last one without
+    it is kept as it is)."""
+    frames: list[bytes] = []
+    start = 0
+    while start < len(joined):
+        end = joined.find(b"\n\n", start)
+        end = len(joined) if end < 0 else end + 2
+        frames.append(joined[start:end])
+        start = end
+    return frames
