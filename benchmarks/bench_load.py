@@ -58,6 +58,7 @@ only; bounded in count and time.
     python benchmarks/bench_load.py -n 1000 5000 10000 --delay 20 --out benchmarks/results
     python benchmarks/bench_load.py -n 1000 --request codex   # each stream sends a 66 KB Codex replay
     python benchmarks/bench_load.py -n 5000 --client protocol --open-batch 256 --warm-up
+    python benchmarks/bench_load.py -n 5000 --servers proxy --profile /tmp/prof   # cProfile
 """
 
 from __future__ import annotations
@@ -469,13 +470,25 @@ def _uvicorn_server(kind: str, port: int, delay: float, interval: float) -> None
 
 
 def start_server(
-    kind: str, port: int, delay: float, interval: float, python: str = sys.executable
+    kind: str,
+    port: int,
+    delay: float,
+    interval: float,
+    python: str = sys.executable,
+    profile: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a server of ``kind`` on ``python`` (the interpreter; this one by default)."""
+    """Start a server of ``kind`` on ``python`` (the interpreter; this one by default); a
+    proxy under ``profile_server.py`` writing to ``profile`` (a path without suffix) if given."""
     if kind.startswith("proxy"):
         workers = "2" if kind == "proxy-w2" else "1"
+        wrapper = (
+            []
+            if profile is None
+            else [str(pathlib.Path(__file__).with_name("profile_server.py")), profile]
+        )
         command = [
             python,
+            *wrapper,
             "-m",
             "aiostream_synth",
             "serve",
@@ -907,6 +920,7 @@ async def run_load(
     open_batch: int = 0,
     warm: bool = False,
     client: str = "streams",
+    profiled: bool = False,
 ) -> dict[str, Any]:
     wire = wire_of(kind)
     body = wire.body(f"bench [delay:{delay:g}]", request, background=kind in BACKGROUND)
@@ -956,9 +970,13 @@ async def run_load(
     await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives
+    if profiled:  # profile_server.py profiles the steady state the figure below is taken over
+        os.kill(server_pid, signal.SIGUSR1)
     await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
     cpu2, _ = _usage(pids)
     ka2 = stats.keepalives
+    if profiled:
+        os.kill(server_pid, signal.SIGUSR2)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=delay * 3 + 60)
     reporter.cancel()
     return {
@@ -1163,6 +1181,13 @@ def main() -> None:
         "writer, the default loop) or protocol (a protocol object per stream, no task while it "
         "waits, on uvloop when installed: a faster client, as the generator of #32 was)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run each proxy under profile_server.py, profiled over the window CPU per "
+        "keepalive is measured in: DIR/<server>-<N>.pstats and .txt (CPU split, collector); "
+        "the profiler about doubles the CPU, so the run's own figures are not comparable",
+    )
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
     parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
     parser.add_argument("--out", default="benchmarks/results")
@@ -1232,7 +1257,13 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 _wait_port(port + REDIS_OFFSET)
-            server = start_server(kind, port, args.delay, args.interval, args.server_python)
+            profile = None
+            if args.profile and kind.startswith("proxy"):
+                pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
+                profile = str(pathlib.Path(args.profile, f"{kind}-{n}").resolve())
+            server = start_server(
+                kind, port, args.delay, args.interval, args.server_python, profile
+            )
             try:
                 _wait_port(port)
                 time.sleep(0.5)
@@ -1251,6 +1282,7 @@ def main() -> None:
                             args.open_batch,
                             args.warm_up,
                             args.client,
+                            profile is not None,
                         )
                     )
                 )

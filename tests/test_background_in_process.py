@@ -16,7 +16,7 @@ import pytest
 
 from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-from aiostream_synth._serving.pipeline import ON_DISCONNECT
+from aiostream_synth._serving.pipeline import ON_DISCONNECT, RECEIVED_AT
 
 from .support.asgi_client import Lifespan, OneRequest, post_scope
 
@@ -41,16 +41,17 @@ def no_collector() -> Iterator[list[Any]]:
 
 
 class _Client(OneRequest):
-    """A request whose first body is an event to wait for."""
+    """A request whose first and second bodies are events to wait for."""
 
     def __init__(self, body: bytes) -> None:
         super().__init__(body)
         self.first_body = anyio.Event()
+        self.second_body = anyio.Event()
 
     async def send(self, message: Any) -> None:
         await super().send(message)
         if message["type"] == "http.response.body":
-            self.first_body.set()
+            (self.second_body if self.first_body.is_set() else self.first_body).set()
 
 
 def _with_key(scope: dict[str, Any]) -> dict[str, Any]:
@@ -131,3 +132,40 @@ async def test_what_is_queued_for_the_store_when_the_lifespan_ends_is_written() 
     assert stored.object["status"] == "completed"
     sent = b"".join(message["body"] for message in creator.bodies)
     assert b"".join(frame for _, frame in await background.store.events(response_id, -1)) == sent
+
+
+async def test_a_background_stream_counts_its_keepalives_from_the_request_arrival() -> None:
+    """The first events at once, then keepalives a whole number of intervals after the request
+    arrived (the server's stamp), as a stream that is not kept: one that arrived an interval
+    less a moment before it was read gets its next keepalive that moment later, not an
+    interval (an hour: the 60 s limit) after its first events."""
+    hour, moment = 3600.0, 0.2
+    app = ProxyApp(ProxyConfig(keepalive_s=hour, store="memory"))
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": "x [delay:7200]", "background": True, "stream": True}
+    client = _Client(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    arrived = anyio.current_time() - hour + moment
+    scope[RECEIVED_AT] = arrived
+    with anyio.fail_after(60):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            async with anyio.create_task_group() as requests:
+                requests.start_soon(app, scope, client.receive, client.send)
+                await client.first_body.wait()
+                first = client.bodies[0]["body"].split(b"\n\n")
+                assert [e.partition(b"\n")[0] for e in first[:2]] == [
+                    b"event: response.created",
+                    b"event: response.in_progress",
+                ]
+                await client.second_body.wait()
+                assert arrived + hour - 1e-6 <= anyio.current_time() < arrived + 1.5 * hour
+                assert client.bodies[1]["body"].startswith(b"event: response.in_progress\n")
+                client.gone.set()  # the client leaves; the response goes on in the store
+            response_id = json.loads(first[0].partition(b"data: ")[2])["response"]["id"]
+            cancel = OneRequest(b"")
+            path = f"/v1/responses/{response_id}/cancel"
+            await app(_with_key(post_scope(path)), cancel.receive, cancel.send)
+            assert cancel.sent[0]["status"] == 200
+            await lifespan.say("shutdown")

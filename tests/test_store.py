@@ -102,7 +102,7 @@ async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(
 
 
 async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis_url: str) -> None:
-    """On Redis, the keepalives of any number of waiting responses are one HSET per flush:
+    """On Redis, the keepalives of any number of waiting responses are one call per flush:
     their streams hold only their other events."""
     prefix = f"t{uuid.uuid4().hex}:"
     async with RedisStore(redis_url, prefix=prefix) as store:
@@ -119,6 +119,24 @@ async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis
         assert await client.hgetall(f"{prefix}progress") == {b"r2": b"9"}
         assert await store.delete("r2")
         assert await client.hgetall(f"{prefix}progress") == {}
+
+
+@pytest.mark.parametrize("odd_id", [None, "with space"], ids=["ids of ours", "an id with a space"])
+async def test_keepalive_numbers_of_many_responses_reach_the_hash(
+    redis_url: str, odd_id: str | None
+) -> None:
+    """A flush's keepalive numbers go to Redis packed in one argument (1,200 of them here, as
+    a wave of waiting responses makes), each field then holding its own number and the hash
+    its TTL; an id the packing cannot carry (a space in it) sends them field by field."""
+    prefix = f"t{uuid.uuid4().hex}:"
+    names = [f"resp_{n:04d}" for n in range(1200)] + ([odd_id] if odd_id else [])
+    numbers = {name: 3 + n for n, name in enumerate(names)}
+    async with RedisStore(redis_url, prefix=prefix, ttl_s=600) as store:
+        await store.append_many({}, numbers)
+        client: Any = store._client
+        stored = await client.hgetall(f"{prefix}progress")
+        assert {k.decode(): int(v) for k, v in stored.items()} == numbers
+        assert 0 < await client.ttl(f"{prefix}progress") <= 600
 
 
 @given(

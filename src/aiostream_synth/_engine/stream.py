@@ -82,7 +82,9 @@ class SynthesizedStream:
     * ``waiting_since``: when the client began waiting (anyio's clock; its request's arrival).
       The first tick is due ``keepalive_interval`` after it — at once if that has passed —
       so a request that queued in a busy server is not held silent for a whole interval more
-      than its time in the queue. Default: when the stream is entered.
+      than its time in the queue; the ticks after it stay a whole number of intervals after
+      ``waiting_since`` (unless the first was due more than an interval ago: then one tick
+      now, the next an interval later). Default: when the stream is entered.
     * After commit a failure becomes the dialect's terminal failure frames (decision P6).
     * ``timeout`` bounds the backend call; on expiry it is cancelled and fails as a timeout.
     * Leaving the context before the stream ended (consumer gone): ``on_disconnect="cancel"``
@@ -215,9 +217,13 @@ class SynthesizedStream:
             task_group = self._task_group = own
         self._tick = new_tick_wait()
         now = self._tick.now()
-        # Never before now: a client that waited longer than an interval gets one tick at once,
-        # not one for each interval it spent queued.
-        self._next_tick = max(min(self._next_tick, now) + self._interval, now)
+        # A first tick already due comes at once, and the ticks after it keep their phase (a
+        # whole number of intervals after ``waiting_since``: streams that arrived together
+        # tick together). One due for more than an interval (a client that queued that long)
+        # gets one tick now, not one for each interval it spent queued, and the next an
+        # interval later.
+        first = min(self._next_tick, now) + self._interval
+        self._next_tick = first if first > now - self._interval else now
         if self._timeout is not None:
             self._deadline = now + self._timeout
         if start_call is not None:

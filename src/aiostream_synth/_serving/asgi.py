@@ -124,6 +124,7 @@ async def handle_request(
             extra,
             None if keep is None else keep.input_items,
             hook,
+            arrived,
         )
         return
     if not prepared.stream:

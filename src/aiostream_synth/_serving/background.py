@@ -428,10 +428,14 @@ class BackgroundResponses:
         extra: list[tuple[bytes, bytes]],
         input_items: list[Any] | None = None,
         hook: DisconnectHook | None = None,
+        *,
+        arrived: float | None = None,
     ) -> None:
         """Start a background response; stream it to its client, or answer its object.
         ``input_items``: the whole input it is made from, kept for a request continuing it;
-        ``hook``: the server's disconnect callback (see :mod:`aiostream_synth._serving.respond`)."""
+        ``hook``: the server's disconnect callback (see :mod:`aiostream_synth._serving.respond`);
+        ``arrived``: when the request arrived (anyio's clock): its keepalives are due a whole
+        number of intervals after it, as a stream's that is not kept (default: now)."""
         if tasks is None:
             await _send_error(
                 send,
@@ -471,7 +475,7 @@ class BackgroundResponses:
             return
         # The client's own task renders the events while it stays; if it leaves first, the
         # recorder goes on from where it stopped (the same frames object: the same numbers).
-        stream = self._stream(generation, frames, first_at_once=True)
+        stream = self._stream(generation, frames, first_at_once=True, arrived=arrived)
         if dialect_settings.on_stream is not None:
             dialect_settings.on_stream(stream)  # the request's own record (its keepalives)
         try:
@@ -488,16 +492,24 @@ class BackgroundResponses:
                 )
 
     def _stream(
-        self, generation: _Generation, frames: StreamFrames, *, first_at_once: bool
+        self,
+        generation: _Generation,
+        frames: StreamFrames,
+        *,
+        first_at_once: bool,
+        arrived: float | None = None,
     ) -> SynthesizedStream:
         """An engine stream following ``generation`` (whose task bounds it in time)."""
         now = anyio.current_time()
+        interval = self.keepalive_interval
+        since = now
+        if first_at_once:
+            # A new response's first events at once (its object exists from the start), then
+            # keepalives a whole number of intervals after the request's arrival, as for a
+            # stream that is not kept: streams that arrived together tick together.
+            since = (now if arrived is None else min(arrived, now)) - interval
         return SynthesizedStream(
-            generation,
-            _Continuing(frames),
-            keepalive_interval=self.keepalive_interval,
-            # A new response's first events at once: its object exists from the start.
-            waiting_since=now - self.keepalive_interval if first_at_once else now,
+            generation, _Continuing(frames), keepalive_interval=interval, waiting_since=since
         )
 
     def _tracked(self, stream: SynthesizedStream) -> contextlib.AbstractContextManager[object]:

@@ -159,9 +159,11 @@ async def start_background(
     extra: dict[str, str],
     input_items: list[Any] | None,
     hook: DisconnectHook | None = None,
+    arrived: float | None = None,
 ) -> None:
     """A background request (decision P12): refused without a store, else started there
-    (``hook``: the server's disconnect callback, for its stream)."""
+    (``hook``: the server's disconnect callback, for its stream; ``arrived``: when the request
+    arrived, which its keepalives count from)."""
     storage = spec.storage
     if background is None or storage is None:
         await send_answer(send, background_refused(spec, extra, "this server has none."))
@@ -180,6 +182,7 @@ async def start_background(
         header_pairs(extra),
         input_items,
         hook,
+        arrived=arrived,
     )
 
 

@@ -6,9 +6,10 @@ consecutive numbers written together (its id ``0-<last number + 1>``, its fields
 number and the frames), so that a reader resumes with ``XRANGE``/``XREAD BLOCK`` from any
 sequence number; both expire ``ttl_s`` after the last write. The number of each waiting
 response's latest keepalive is a field of one hash, ``<prefix>progress``, written for every
-response at once by one ``HSET`` per flush (a tick costs a stream no command of its own) and
-removed when the response ends. Every response's write of a flush is one script call
-(:data:`_WRITE_SCRIPT`); cancels go through the channel ``<prefix>cancel``.
+response at once by one script call per flush (:data:`_PROGRESS_SCRIPT`: a tick costs a
+stream no command of its own) and removed when the response ends. Every response's write of a
+flush is one script call (:data:`_WRITE_SCRIPT`); cancels go through the channel
+``<prefix>cancel``.
 
 The client is coredis (anyio underneath: the same store on asyncio and trio). Every operation
 is bounded by ``timeout_s``; a failure or a timeout is
@@ -72,6 +73,20 @@ for k = 1, #KEYS, 2 do
   end
   a = a + 1
 end
+return 0
+"""
+
+
+#: The latest keepalive numbers of waiting responses, into one hash. KEYS: the hash; ARGV: the
+#: TTL, then "id number id number ..." in one argument: the client pays per argument, and a
+#: wave's thousands of numbers a flush are one (benchmarks/COSTS.md).
+_PROGRESS_SCRIPT = """
+local t = {}
+for word in string.gmatch(ARGV[2], '[^ ]+') do t[#t + 1] = word end
+for i = 1, #t, 7000 do
+  redis.call('HSET', KEYS[1], unpack(t, i, math.min(i + 6999, #t)))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 0
 """
 
@@ -237,14 +252,14 @@ class RedisStore:
         self, writes: Mapping[str, Write], keepalives: Mapping[str, int] | None = None
     ) -> None:
         # Every response's write is one part of a single script call (a command costs the
-        # client ~20 µs of CPU, an argument ~1 µs), beside one HSET of keepalive numbers.
+        # client ~20 µs of CPU, an argument ~1 µs), beside one call for the keepalive numbers.
         keys: list[str] = []
         args: list[bytes | int] = [self._ttl]
-        progress: dict[str, bytes] = {}
+        progress: dict[str, int] = {}
         ended: list[str] = []
         now = time.monotonic()
         for response_id, number in (keepalives or {}).items():
-            progress[response_id] = b"%d" % number
+            progress[response_id] = number
             if now >= self._renew_at.get(response_id, now):
                 keys.extend(self._keys(response_id))
                 args.extend((0, 0, 1))  # no fields, no runs: only their TTL renewed
@@ -257,8 +272,12 @@ class RedisStore:
                     if keys:
                         pipe.eval(_WRITE_SCRIPT, keys, args)
                     if progress:
-                        pipe.hset(self._progress_key, progress)
-                        pipe.expire(self._progress_key, self._ttl)
+                        packed = " ".join(f"{key} {number}" for key, number in progress.items())
+                        if packed.count(" ") == 2 * len(progress) - 1:
+                            pipe.eval(_PROGRESS_SCRIPT, [self._progress_key], [self._ttl, packed])
+                        else:  # an id with a space in it (not one of ours): field by field
+                            pipe.hset(self._progress_key, progress)
+                            pipe.expire(self._progress_key, self._ttl)
                     if ended:
                         pipe.hdel(self._progress_key, ended)
         except _FAILURES as exc:
@@ -270,7 +289,7 @@ class RedisStore:
         args: list[bytes | int],
         response_id: str,
         write: Write,
-        progress: dict[str, bytes],
+        progress: dict[str, int],
         ended: list[str],
         now: float,
     ) -> None:
@@ -300,7 +319,7 @@ class RedisStore:
             progress.pop(response_id, None)
             self._renew_at.pop(response_id, None)
         elif write.last > (write.events[-1][0] if write.events else -1):
-            progress[response_id] = b"%d" % write.last
+            progress[response_id] = write.last
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
         args.append(1 if renew else 0)
         if renew and not write.done:
