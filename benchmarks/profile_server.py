@@ -6,9 +6,10 @@
 ``SIGUSR1`` starts the profile and a count of the collector's work; ``SIGUSR2`` stops both and
 writes ``OUT.pstats`` (read it with ``python -m pstats OUT.pstats``) and ``OUT.txt``: user and
 system CPU seconds over the window, and the collections per generation with the seconds they
-took. In-process samplers that need ptrace (py-spy) lose most samples in a container; this
-one does not, at the price of cProfile's overhead (about twice the CPU of the code it
-profiles), which the ratios between functions survive.
+took. A sampler reading the process from outside through ptrace (py-spy) loses most samples
+in a container; this one does not, at the price of cProfile's overhead (about twice the CPU
+of the code it profiles), which the ratios between functions survive. With ``--workers`` only
+the first process is signalled.
 """
 
 from __future__ import annotations
