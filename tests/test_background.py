@@ -16,19 +16,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import coredis
 import httpx
 import openai
 import pytest
 from openai.types.responses import ResponseFailedEvent, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig, open_store
+from aiostream_synth._proxy.cli import _parser, config_from_args
 from aiostream_synth._serving import background as background_module
 from aiostream_synth._serving.background import owner_of
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 
+from .support.cli_server import serve_cli
 from .support.redis_server import redis_server
 from .support.servers import free_port, serve
 
@@ -507,24 +510,95 @@ def test_two_proxies_on_one_redis_serve_each_others_responses(redis_url: str) ->
 def test_a_cancel_nobody_carries_out_is_a_409_saying_why(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A response the store says is in progress but no process generates (its process died:
-    issue 31's liveness) cannot be cancelled: a 409 says so, after a bounded wait."""
+    """A response the store says is in progress, whose process holds its lease but does not
+    end it when asked (a process that lost track of it), cannot be cancelled: a 409 says so,
+    after a bounded wait."""
     monkeypatch.setattr(background_module, "_REMOTE_CANCEL_S", 0.3)
     orphan = f"resp_{uuid.uuid4().hex}"
+    config = ProxyConfig(keepalive_s=0.1, store=redis_url)
 
-    async def store_it() -> None:
-        async with RedisStore(redis_url) as store:  # the proxy's own key prefix
+    async def hold_and_cancel(url: str) -> None:
+        async with (
+            RedisStore(redis_url) as store,  # the proxy's own key prefix
+            anyio.create_task_group() as group,
+        ):
+            await group.start(store.hold)
             await store.create(orphan, owner_of({"authorization": "Bearer k"}), {"id": orphan})
             await store.append(orphan, [], {"id": orphan, "status": "in_progress"})
+            with pytest.raises(openai.ConflictError, match=r"did not end it within 0\.3 s"):
+                await anyio.to_thread.run_sync(_client(url).responses.cancel, orphan)
+            group.cancel_scope.cancel()
 
-    anyio.run(store_it)
-    config = ProxyConfig(keepalive_s=0.1, store=redis_url)
+    with serve(ProxyApp(config), "uvicorn", lifespan=True) as url:
+        anyio.run(hold_and_cancel, url)
+
+
+def test_a_server_holds_its_lease_while_it_serves_and_gives_it_back_when_it_stops(
+    redis_url: str,
+) -> None:
+    """The lease is taken before the server answers its first request (startup waits for it)
+    and deleted at a clean stop, so that other servers see at once that it is gone."""
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url, store_lease_s=60))
+    assert app.synth.background is not None
+    store = app.synth.background.store
+    assert isinstance(store, RedisStore)
+    assert store.lease_s == 60
+    key = f"aiostream-synth:lease:{store.holder}"
+
+    async def lease_left_ms() -> int:
+        async with coredis.Redis.from_url(redis_url) as client:
+            return int(await client.pttl(key))
+
+    with serve(app, "uvicorn", lifespan=True):
+        during = anyio.run(lease_left_ms)
+    assert 40_000 < during <= 60_000
+    assert anyio.run(lease_left_ms) == -2  # no such key
+    default = open_store(ProxyConfig(keepalive_s=2, store=redis_url))
+    assert isinstance(default, RedisStore)
+    assert default.lease_s == 6  # three keepalive intervals
+    args = _parser().parse_args(["serve", "--store-lease-s", "0"])
+    assert config_from_args(args).store_lease_s is None
+    with pytest.raises(ValueError, match="store_lease_s must be a positive number"):
+        ProxyConfig(store_lease_s=-1)
+
+
+def test_a_response_whose_server_was_killed_ends_failed_for_its_readers(redis_url: str) -> None:
+    """Issue 31's liveness: a reader following, through another server, a response whose
+    server was killed (``kill -9``) gets a terminal failure event once that server's lease
+    lapses, numbered on from what it had; retrieving it then says failed, and a cancel says it
+    has ended. Counted in the reader's server's metrics."""
     with (
-        serve(ProxyApp(config), "uvicorn", lifespan=True) as url,
-        _client(url) as client,
-        pytest.raises(openai.ConflictError, match=r"did not end it within 0\.3 s"),
+        serve_cli("--store", redis_url, "--keepalive-s", "0.1", "--store-lease-s", "0.5") as (
+            owner,
+            one,
+        ),
+        serve(
+            ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url)), "hypercorn-trio", lifespan=True
+        ) as two,
+        _client(one) as first,
+        _client(two) as second,
     ):
-        client.responses.cancel(orphan)
+        running = first.responses.create(model="m", input="long [delay:600]", background=True)
+        followed = iter(second.responses.retrieve(running.id, stream=True))
+        opening = [next(followed), next(followed), next(followed)]  # created, in progress, a tick
+        owner.kill()
+        owner.wait()
+        rest = list(followed)  # ends by itself: the client's own timeout is a minute
+        retrieved = second.responses.retrieve(running.id)
+        with pytest.raises(openai.BadRequestError, match="already failed"):
+            second.responses.cancel(running.id)
+        counted = _metric(two, "aiostream_synth_store_abandoned_total")
+    last = rest[-1]
+    assert isinstance(last, ResponseFailedEvent)
+    assert last.response.status == "failed"
+    assert last.response.error is not None
+    assert last.response.error.code == "server_error"
+    assert "stopped before it ended" in last.response.error.message
+    numbers = [event.sequence_number for event in [*opening, *rest]]
+    assert numbers == list(range(len(numbers)))
+    assert [event.type for event in rest[:-1]] == ["response.in_progress"] * (len(rest) - 1)
+    assert retrieved.status == "failed"
+    assert counted == 1
 
 
 def test_a_redis_store_that_does_not_answer_is_one_line_at_startup(

@@ -245,6 +245,77 @@ async def test_a_redis_wait_returns_after_its_longest_wait(redis_url: str) -> No
             await store.wait("r1", -1, max_wait_s=0.05)
 
 
+async def test_a_response_is_abandoned_once_its_holders_lease_is_gone(redis_url: str) -> None:
+    """Issue 31's liveness: a response in progress is abandoned when the process that created
+    it holds no lease any more; another process ends it once, and the first process's later
+    writes (it came back from a pause) are skipped instead of writing past that end."""
+    prefix = f"t{uuid.uuid4().hex}:"
+    async with (
+        RedisStore(redis_url, prefix=prefix) as owner,
+        RedisStore(redis_url, prefix=prefix) as reader,
+    ):
+        async with anyio.create_task_group() as group:
+            await group.start(owner.hold)
+            await owner.create("r1", "o", {"id": "r1"}, background=True)
+            await owner.append("r1", [(0, A)], {"id": "r1", "status": "in_progress"})
+            await owner.append_many({}, {"r1": 3})  # keepalives 1 to 3
+            await owner.append("r1", [], keepalive=TEMPLATE)
+            held = await reader.get("r1")
+            group.cancel_scope.cancel()  # the lease is given back as the hold ends
+        stored = await reader.get("r1")
+        assert held is not None
+        assert not held.abandoned
+        assert stored is not None
+        assert stored.abandoned
+        assert stored.last_sequence == 3
+        failed = {"id": "r1", "status": "failed"}
+        assert await reader.end_abandoned("r1", [(4, C)], failed)
+        assert not await owner.end_abandoned("r1", [(4, B)], failed)  # ended once
+        await owner.append("r1", [(4, B), (5, B)], {"id": "r1", "status": "completed"}, done=True)
+        ended = await reader.get("r1")
+        assert ended is not None
+        assert ended.done
+        assert not ended.abandoned
+        assert (ended.object, ended.last_sequence) == (failed, 4)
+        assert await reader.events("r1", 0) == [(n, keepalive(n)) for n in (1, 2, 3)] + [(4, C)]
+
+
+async def test_a_response_of_a_process_that_never_held_its_lease_is_abandoned(
+    redis_url: str,
+) -> None:
+    """No lease at all (the process died before taking it, or never ran ``hold``): abandoned
+    as soon as read; a finished one never is; the lease itself is checked."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        await store.create("r1", "o", {"id": "r1"})
+        await store.create("r2", "o", {"id": "r2"})
+        await store.append("r2", [], {"id": "r2", "status": "completed"}, done=True)
+        r1, r2 = await store.get("r1"), await store.get("r2")
+        assert r1 is not None
+        assert r1.abandoned
+        assert r2 is not None
+        assert not r2.abandoned
+        assert await store.end_abandoned("r1", [], {"id": "r1", "status": "failed"})
+        assert await store.events("r1", -1) == []  # no events kept: only the object
+    with pytest.raises(ValueError, match="lease_s must be"):
+        RedisStore(redis_url, lease_s=0)
+
+
+async def test_the_memory_store_never_abandons_and_ends_once() -> None:
+    async with MemoryStore() as store:
+        await store.create("r1", "o", {"id": "r1"})
+        stored = await store.get("r1")
+        assert stored is not None
+        assert not stored.abandoned
+        assert await store.end_abandoned("r1", [(0, A)], {"id": "r1", "status": "failed"})
+        assert not await store.end_abandoned("r1", [(1, B)], {"id": "r1"})
+        assert not await store.end_abandoned("unknown", [], {"id": "unknown"})
+        assert await store.events("r1", -1) == [(0, A)]
+        with anyio.fail_after(10):  # holds nothing, and starts at once
+            async with anyio.create_task_group() as group:
+                await group.start(store.hold)
+                group.cancel_scope.cancel()
+
+
 def test_a_redis_url_is_checked() -> None:
     with pytest.raises(ValueError, match="redis://host:port/db"):
         RedisStore("127.0.0.1:6379")

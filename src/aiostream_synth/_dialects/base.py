@@ -272,6 +272,14 @@ class Storage(Protocol):
         """``obj`` with the cancelled status."""
         ...
 
+    def abandoned(self, obj: dict[str, Any], message: str) -> dict[str, Any]:
+        """``obj`` failed with ``message``: a response whose generating process stopped."""
+        ...
+
+    def abandoned_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
+        """The terminal event of that response (``obj``: as :meth:`abandoned` made it)."""
+        ...
+
     def stores(self, body: dict[str, Any]) -> bool:
         """Whether the answer to ``body`` is to be stored (retrievable, continuable)."""
         ...

@@ -123,7 +123,12 @@ def open_store(config: ProxyConfig) -> ResponseStore | None:
         return MemoryStore(max_bytes=config.store_max_bytes, ttl_s=config.store_ttl_s)
     from aiostream_synth._store.redis import RedisStore  # coredis, the [redis] extra
 
-    return RedisStore(config.store, ttl_s=config.store_ttl_s)
+    lease_s = config.store_lease_s
+    return RedisStore(
+        config.store,
+        ttl_s=config.store_ttl_s,
+        lease_s=3 * config.keepalive_s if lease_s is None else lease_s,
+    )
 
 
 def _client(scope: Scope) -> str:
@@ -362,7 +367,9 @@ class ProxyApp:
         background = self.synth.background
         if background is None:
             return None
-        figures = StoreFigures(background.generating, background.store_failures)
+        figures = StoreFigures(
+            background.generating, background.store_failures, background.abandoned
+        )
         store = background.store
         if isinstance(store, MemoryStore):
             return dataclasses.replace(

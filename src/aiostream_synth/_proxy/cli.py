@@ -41,6 +41,7 @@ _OPTIONAL_NUMBERS: dict[str, type[int] | type[float]] = {
     "read_timeout": float,
     "upstream_max_connections": int,
     "max_connections": int,
+    "store_lease_s": float,
 }
 _CHOICES: dict[str, list[str]] = {
     "on_disconnect": ["cancel", "finish"],
@@ -74,6 +75,7 @@ _HELP = {
     "store": "where responses are kept for retrieval, resume, cancel and previous_response_id: memory (this process), redis://HOST:PORT/DB (a Redis or Valkey server), or off (background mode refused)",
     "store_max_bytes": "the memory store's size limit, bytes; the oldest responses are evicted beyond it",
     "store_ttl_s": "seconds a stored response is kept after its last event",
+    "store_lease_s": "Redis store: seconds a server's lease on the responses it generates lasts unrenewed; a server sharing the store ends a response whose server's lease lapsed (it died) as failed (0 or unset: three keepalive intervals)",
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn, lean)",
@@ -116,7 +118,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "coalesce_linger",
         "coalesce_window",
     ),
-    "stored responses (background mode)": ("store", "store_max_bytes", "store_ttl_s"),
+    "stored responses (background mode)": (
+        "store",
+        "store_max_bytes",
+        "store_ttl_s",
+        "store_lease_s",
+    ),
     "more dialects": ("dialects",),
     "server": (
         "host",

@@ -82,6 +82,10 @@ class ProxyConfig:
     store_max_bytes: int = 256 * 2**20
     #: Seconds a stored response is kept after its last event.
     store_ttl_s: float = 3600.0
+    #: Redis store: seconds a process's lease on the responses it generates lasts unrenewed
+    #: (renewed every third of it); a reader in another process ends a response whose
+    #: process's lease lapsed as failed. None: three keepalive intervals.
+    store_lease_s: float | None = None
     #: Which identical requests share one backend call (a retry after a drop, by default).
     coalesce: Literal["retries", "all", "off"] = "retries"
     coalesce_linger: float = 0.9
@@ -151,6 +155,13 @@ class ProxyConfig:
         for name in ("coalesce_linger", "coalesce_window", "drain_timeout"):
             _check_seconds(name, getattr(self, name), positive=False)
         _check_seconds("store_ttl_s", self.store_ttl_s, positive=True)
+        if self.store_lease_s is not None:
+            _check_seconds(
+                "store_lease_s",
+                self.store_lease_s,
+                positive=True,
+                none="None (three keepalive intervals; 0 on the command line)",
+            )
         for name, least in (
             ("upstream_retries", 0),
             ("max_body_bytes", 1),

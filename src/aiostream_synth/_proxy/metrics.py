@@ -48,6 +48,8 @@ class StoreFigures:
     generating: int
     #: Store operations that failed (each logged) since startup.
     failures: int
+    #: Responses of another process that stopped, ended here as failed, since startup.
+    abandoned: int = 0
     #: The memory store's own figures (None for a store in another server, such as Redis):
     #: responses and bytes held, and how many were evicted (over ``--store-max-bytes``) or
     #: expired (``--store-ttl-s`` after their last event).
@@ -61,6 +63,12 @@ _STORE_SERIES = (
     # (name, type, help, the StoreFigures field)
     ("background_generating", "gauge", "Background responses being generated here.", "generating"),
     ("store_failures_total", "counter", "Response store operations that failed.", "failures"),
+    (
+        "store_abandoned_total",
+        "counter",
+        "Responses whose server stopped before their end, ended here as failed.",
+        "abandoned",
+    ),
     ("store_responses", "gauge", "Responses held by the memory store.", "held"),
     ("store_bytes", "gauge", "Bytes held by the memory store.", "held_bytes"),
     (

@@ -305,6 +305,7 @@ class SynthesizingApp:
                     )
                 if self.background is not None:
                     self.background.start(backend_tasks)
+                    await self.background.lease_taken()
                 await send({"type": "lifespan.startup.complete"})
                 while (await receive())["type"] != "lifespan.shutdown":
                     pass

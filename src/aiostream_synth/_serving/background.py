@@ -9,6 +9,11 @@ gone, and, with a shared store, what other replicas read). A store that fails is
 counted and only makes resume unavailable: the live log, and so every connected reader, goes
 on. The dialect's :class:`~aiostream_synth._dialects.base.Storage` says what an event is; this
 module knows no dialect by name.
+
+A process holds a lease in a shared store while it lives (:meth:`ResponseStore.hold`, a task of
+the lifespan). A reader in another process that finds a response in progress whose process's
+lease lapsed (it died) ends it with a failure event, stored for every reader, instead of waiting
+for events that will never come; retrieving it says it failed.
 """
 
 from __future__ import annotations
@@ -68,6 +73,11 @@ _FLUSH_CHUNK = 500
 _REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
 _UNSTORED_KEPT = 10_000
+#: What an abandoned response's failure says (its process stopped before its end).
+_ABANDONED = (
+    "The server generating this response stopped before it ended (its lease in the response "
+    "store lapsed), so the response is lost; create it again."
+)
 
 
 def owner_of(headers: Mapping[str, str]) -> str:
@@ -394,6 +404,9 @@ class BackgroundResponses:
         #: Store operations that failed (each logged): those responses cannot be resumed,
         #: retrieved or continued (``aiostream_synth_store_failures_total``).
         self.store_failures = 0
+        #: Responses of a process that stopped, ended here as failed (each logged;
+        #: ``aiostream_synth_store_abandoned_total``).
+        self.abandoned = 0
         #: Responses the store lost a write of (the most recent ones): retrieving one says the
         #: store failed, rather than replaying a partial record or calling it unknown.
         self._unstored: OrderedDict[str, None] = OrderedDict()
@@ -407,6 +420,8 @@ class BackgroundResponses:
         self._keepalives: dict[str, int] = {}
         self._wake_writer: anyio.Event | None = None
         self._tasks: TaskStarter | None = None
+        #: Set once this process's lease is first taken (or the store failed to give it).
+        self._lease_taken: anyio.Event | None = None
 
     @property
     def generating(self) -> int:
@@ -752,6 +767,7 @@ class BackgroundResponses:
     # -- read --------------------------------------------------------------------------------
     async def _follow(
         self,
+        storage: Storage,
         live: _Live | None,
         response_id: str,
         after: int,
@@ -781,6 +797,9 @@ class BackgroundResponses:
                     done = live.done
                 else:
                     stored = await self.store.get(response_id)
+                    if stored is not None and stored.abandoned:
+                        await self._end_abandoned(storage, response_id, stored)
+                        continue  # read again: its end is stored, by whichever reader
                     events = await self.store.events(response_id, after) if stored else []
                     done = stored is None or stored.done
                 for sequence, frame in events:
@@ -858,6 +877,27 @@ class BackgroundResponses:
                 ),
             )
             return
+        if stored is not None and stored.abandoned and method != "DELETE":
+            try:
+                stored = await self._end_abandoned(storage, response_id, stored)
+            except StoreUnavailable as exc:
+                self.store_failures += 1
+                LOG.warning("store failed while ending %s: %s", response_id, exc)
+                await _send_error(
+                    send,
+                    spec.error_response(
+                        503, f"The response store is unavailable: {exc}", code="store_unavailable"
+                    ),
+                )
+                return
+            if stored is None:  # deleted meanwhile
+                await _send_error(
+                    send,
+                    spec.error_response(
+                        404, f"Response with id '{response_id}' not found.", code="not_found"
+                    ),
+                )
+                return
         obj = live.object if live is not None else stored.object if stored is not None else None
         if method == "DELETE":
             if live is not None:
@@ -926,7 +966,24 @@ class BackgroundResponses:
                 ),
             )
             return
-        await self._follow(live, response_id, after, receive, send, [])
+        await self._follow(storage, live, response_id, after, receive, send, [])
+
+    async def _end_abandoned(
+        self, storage: Storage, response_id: str, stored: StoredResponse
+    ) -> StoredResponse | None:
+        """End a response whose process stopped (see the module docstring): failed, with its
+        failure event when its events are kept; the response then (None: deleted meanwhile)."""
+        obj = storage.abandoned(stored.object, _ABANDONED)
+        start = stored.last_sequence + 1
+        frames = storage.abandoned_frames(obj, start) if stored.background else []
+        if await self.store.end_abandoned(response_id, list(enumerate(frames, start)), obj):
+            self.abandoned += 1
+            LOG.warning(
+                "background %s: the server generating it stopped before its end; ended here "
+                "as failed",
+                response_id,
+            )
+        return await self.store.get(response_id)
 
     async def _cancel(self, response_id: str, live: _Live, storage: Storage) -> None:
         """Cancel a live generation: its cancelled events recorded at once (what its readers
@@ -992,10 +1049,31 @@ class BackgroundResponses:
 
     # -- lifespan ----------------------------------------------------------------------------
     def start(self, tasks: TaskStarter) -> None:
-        """Begin serving in the app's lifespan: cancels asked by other processes sharing the
-        store are heard in a task of ``tasks``."""
+        """Begin serving in the app's lifespan: this process's lease held, and cancels asked
+        by other processes sharing the store heard, in tasks of ``tasks``."""
         self._tasks = tasks
+        self._lease_taken = anyio.Event()
+        tasks.start_soon(self._hold, self._lease_taken)
         tasks.start_soon(self._listen_cancels)
+
+    async def lease_taken(self) -> None:
+        """Until this process's lease is taken (or the store failed to give it: logged), so
+        that no response is created before the other processes can see it is generated."""
+        if self._lease_taken is not None:
+            await self._lease_taken.wait()
+
+    async def _hold(self, taken: anyio.Event) -> None:
+        """Hold this process's lease until the lifespan ends (a store that fails is logged,
+        and tried again a second later: meanwhile other processes may end this one's
+        responses as abandoned, while its own clients' streams go on)."""
+        while True:
+            try:
+                await self.store.hold(task_status=_Taken(taken))
+            except (StoreUnavailable, OSError) as exc:
+                self.store_failures += 1
+                LOG.warning("the lease on this server's responses is not renewed: %s", exc)
+            taken.set()
+            await anyio.sleep(1.0)
 
     async def _listen_cancels(self) -> None:
         """Hear the cancels of other processes until the lifespan ends (a store that fails is
@@ -1006,6 +1084,18 @@ class BackgroundResponses:
             except (StoreUnavailable, OSError) as exc:
                 LOG.warning("cancels asked by other servers are not heard: %s", exc)
             await anyio.sleep(1.0)
+
+
+class _Taken:
+    """The ``task_status`` of :meth:`ResponseStore.hold`: its start sets an event."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: anyio.Event) -> None:
+        self._event = event
+
+    def started(self, value: None = None) -> None:
+        self._event.set()
 
 
 async def _send_error(

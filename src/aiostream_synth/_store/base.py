@@ -11,6 +11,12 @@ A waiting response then costs the store one small update per flush, not a write 
 
 An implementation may fail (:class:`StoreUnavailable`): serving then keeps the live stream
 going and says resume is unavailable, never truncating what a connected client receives.
+
+A store shared by several processes knows which one generates each response: the process
+*holds* a lease in the store, renewed while it lives (:meth:`ResponseStore.hold`). A response
+still in progress whose process holds no lease any more is *abandoned*
+(:attr:`StoredResponse.abandoned`): nothing will end it, so the first reader to see it ends it
+with a failure (:meth:`ResponseStore.end_abandoned`), once for every reader.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
+
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskStatus
 
 __all__ = [
     "Creation",
@@ -56,6 +65,9 @@ class StoredResponse:
     input: list[Any] | None = None
     #: Created in background mode: its events are kept (it can be streamed again).
     background: bool = False
+    #: Still in progress, but the process generating it holds no lease in the store any more
+    #: (it died, or lost the store for longer than the lease): nothing will end it.
+    abandoned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +196,21 @@ class ResponseStore(Protocol):
 
     async def delete(self, response_id: str) -> bool:
         """Forget the response; whether it was there."""
+        ...
+
+    async def end_abandoned(
+        self, response_id: str, events: Sequence[tuple[int, bytes]], obj: dict[str, Any]
+    ) -> bool:
+        """End an abandoned response with ``events`` (numbered from its ``last_sequence + 1``)
+        and ``obj``, in one step, if it is still abandoned; whether this call ended it (False:
+        it ended otherwise, or its process holds the lease again)."""
+        ...
+
+    async def hold(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
+        """Hold this process's lease on the responses it creates until cancelled (renewed
+        well within its length; given back at the end), so that the processes sharing the
+        store know they are being generated; started (``task_status``) once the lease is
+        taken. A store no other process shares waits for nothing."""
         ...
 
     async def request_cancel(self, response_id: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import orjson
+from anyio.abc import TaskStatus
 
 from aiostream_synth._store.base import KeepaliveTemplate, StoredResponse, Write, with_keepalives
 from aiostream_synth._wire.json import dumps_exact
@@ -221,6 +222,21 @@ class MemoryStore:
         self.bytes -= entry.size
         entry.notify()
         return True
+
+    async def end_abandoned(
+        self, response_id: str, events: Sequence[tuple[int, bytes]], obj: dict[str, Any]
+    ) -> bool:
+        # Only this process writes here, and its responses end with it: none is ever
+        # abandoned, but the call does what it says.
+        entry = self._live(response_id)
+        if entry is None or entry.done:
+            return False
+        await self.append(response_id, events, obj, done=True)
+        return True
+
+    async def hold(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await anyio.sleep_forever()  # no other process reads this store
 
     async def request_cancel(self, response_id: str) -> int:
         return 0  # no other process shares this store

@@ -11,6 +11,13 @@ stream no command of its own) and removed when the response ends. Every response
 flush is one script call (:data:`_WRITE_SCRIPT`); cancels go through the channel
 ``<prefix>cancel``.
 
+Each store object is one *holder* (a random id; a process has one): the responses it creates
+name it in their hash, and it keeps the key ``<prefix>lease:<holder>`` alive while it runs
+(:meth:`RedisStore.hold`: renewed every third of ``lease_s``, deleted at the end). A response
+in progress whose holder's key is gone is abandoned; :meth:`RedisStore.end_abandoned` ends it
+in one script (:data:`_ABANDON_SCRIPT`), and a write of a response that has ended is skipped,
+so a holder that comes back from a pause never writes past an end another process wrote.
+
 The client is coredis (anyio underneath: the same store on asyncio and trio). Every operation
 is bounded by ``timeout_s``; a failure or a timeout is
 :class:`~aiostream_synth._store.base.StoreUnavailable`.
@@ -18,8 +25,10 @@ is bounded by ``timeout_s``; a failure or a timeout is
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -28,6 +37,7 @@ import anyio
 import coredis
 import coredis.exceptions
 import orjson
+from anyio.abc import TaskStatus
 
 from aiostream_synth._store.base import (
     Creation,
@@ -55,16 +65,18 @@ local ttl = ARGV[1]
 local a = 2
 for k = 1, #KEYS, 2 do
   local record, stream = KEYS[k], KEYS[k + 1]
+  -- A response another process ended (abandoned) takes no more writes.
+  local open = redis.call('HGET', record, 'done') ~= '1'
   local fields = tonumber(ARGV[a])
   a = a + 1
   if fields > 0 then
-    redis.call('HSET', record, unpack(ARGV, a, a + 2 * fields - 1))
+    if open then redis.call('HSET', record, unpack(ARGV, a, a + 2 * fields - 1)) end
     a = a + 2 * fields
   end
   local runs = tonumber(ARGV[a])
   a = a + 1
   for r = 1, runs do
-    redis.call('XADD', stream, ARGV[a + 1], 'a', ARGV[a], 'f', ARGV[a + 2])
+    if open then redis.call('XADD', stream, ARGV[a + 1], 'a', ARGV[a], 'f', ARGV[a + 2]) end
     a = a + 3
   end
   if ARGV[a] == '1' then
@@ -88,6 +100,31 @@ for i = 1, #t, 7000 do
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 0
+"""
+
+
+#: Whether a response is abandoned: in progress, and its holder's lease key gone. KEYS: its
+#: hash; ARGV: the lease keys' prefix. 1: abandoned.
+_ABANDONED_SCRIPT = """
+local f = redis.call('HMGET', KEYS[1], 'done', 'holder')
+if f[1] ~= '0' or not f[2] then return 0 end
+return 1 - redis.call('EXISTS', ARGV[1] .. f[2])
+"""
+
+#: End an abandoned response, if it still is. KEYS: its hash, its stream, the keepalive
+#: numbers' hash; ARGV: the lease keys' prefix, the TTL, the object, the first number, the
+#: entry id and the frames of the closing events, the response id. 1: ended here.
+_ABANDON_SCRIPT = """
+local f = redis.call('HMGET', KEYS[1], 'done', 'holder')
+if f[1] ~= '0' or not f[2] or redis.call('EXISTS', ARGV[1] .. f[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'object', ARGV[3], 'done', '1')
+if ARGV[6] ~= '' then
+  redis.call('XADD', KEYS[2], ARGV[5], 'a', ARGV[4], 'f', ARGV[6])
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[7])
+return 1
 """
 
 
@@ -135,13 +172,20 @@ class RedisStore:
         ttl_s: float = 3600.0,
         timeout_s: float = 2.0,
         prefix: str = "aiostream-synth:",
+        lease_s: float = 30.0,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
             raise ValueError(f"a Redis store URL is redis://host:port/db, not {url!r}")
         if not ttl_s > 0:
             raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s}")
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be a positive number of seconds, not {lease_s}")
         self.url = url
+        self.lease_s = lease_s
+        #: This store object's name as the holder of the responses it creates.
+        self.holder = uuid.uuid4().hex
+        self._lease_prefix = f"{prefix}lease:"
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
         self.prefix = prefix
@@ -176,10 +220,10 @@ class RedisStore:
     ) -> None:
         await self._client.__aexit__(exc_type, exc, tb)
 
-    @staticmethod
-    def _fields(creation: Creation) -> dict[str, bytes]:
+    def _fields(self, creation: Creation) -> dict[str, bytes]:
         fields = {
             "owner": creation.owner.encode(),
+            "holder": self.holder.encode(),
             "object": orjson.dumps(creation.object),
             "done": b"0",
             "background": b"1" if creation.background else b"0",
@@ -219,9 +263,11 @@ class RedisStore:
                     asked_fields = pipe.hgetall(record)
                     asked_last = pipe.xrevrange(stream, "+", "-", count=1)
                     asked_progress = pipe.hget(self._progress_key, response_id)
+                    asked_abandoned = pipe.eval(_ABANDONED_SCRIPT, [record], [self._lease_prefix])
                 fields = await asked_fields
                 last = await asked_last
                 progress = await asked_progress
+                abandoned = await asked_abandoned
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
         if b"owner" not in fields:
@@ -234,6 +280,7 @@ class RedisStore:
             last_sequence=max(_sequence(last[0].identifier) if last else -1, _number(progress)),
             input=None if raw_input is None else orjson.loads(raw_input),
             background=fields.get(b"background") == b"1",
+            abandoned=abandoned == 1,
         )
 
     async def append(
@@ -369,6 +416,51 @@ class RedisStore:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
         self._renew_at.pop(response_id, None)
         return bool(removed > 0)
+
+    async def end_abandoned(
+        self, response_id: str, events: Sequence[tuple[int, bytes]], obj: dict[str, Any]
+    ) -> bool:
+        record, stream = self._keys(response_id)
+        first = events[0][0] if events else 0
+        last = events[-1][0] if events else 0
+        args: list[str | bytes | int] = [
+            self._lease_prefix,
+            self._ttl,
+            orjson.dumps(obj),
+            first,
+            _entry_id(last),
+            b"".join(frame for _, frame in events),
+            response_id,
+        ]
+        try:
+            with anyio.fail_after(self.timeout_s):
+                ended = await self._client.eval(
+                    _ABANDON_SCRIPT, [record, stream, self._progress_key], args
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        return ended == 1
+
+    async def hold(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        key = self._lease_prefix + self.holder
+        lease_ms = max(1, round(self.lease_s * 1000))
+        try:
+            while True:
+                with anyio.fail_after(self.timeout_s):
+                    await self._client.set(key, b"1", px=lease_ms)
+                task_status.started()
+                task_status = anyio.TASK_STATUS_IGNORED
+                await anyio.sleep(self.lease_s / 3)
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        finally:
+            # Given back at once: readers elsewhere end what is left without waiting for it.
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(self.timeout_s),
+                contextlib.suppress(*_FAILURES),
+            ):
+                await self._client.delete([key])
 
     async def request_cancel(self, response_id: str) -> int:
         try:

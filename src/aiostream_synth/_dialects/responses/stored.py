@@ -7,7 +7,9 @@ no state. A background response streams like any other, except that its id is ch
 the backend is called and its first events (``response.created``, ``response.in_progress``)
 are sent at once, so that its object exists from the start. A cancelled one ends with
 ``response.failed`` whose response has status ``cancelled`` (the SDK's event union has no
-cancelled event; its response status does) and no error.
+cancelled event; its response status does) and no error. One whose server stopped before its
+end (another server sharing the store saw its lease lapse) ends with ``response.failed`` whose
+response has status ``failed`` and a ``server_error``.
 """
 
 from __future__ import annotations
@@ -118,6 +120,13 @@ class ResponsesStorage:
             "response": self.cancelled(obj),
             "sequence_number": sequence_start,
         }
+        return [event_frame("response.failed", payload)]
+
+    def abandoned(self, obj: dict[str, Any], message: str) -> dict[str, Any]:
+        return {**obj, "status": "failed", "error": {"code": "server_error", "message": message}}
+
+    def abandoned_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
+        payload = {"type": "response.failed", "response": obj, "sequence_number": sequence_start}
         return [event_frame("response.failed", payload)]
 
     def stores(self, body: dict[str, Any]) -> bool:
