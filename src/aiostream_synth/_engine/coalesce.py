@@ -26,6 +26,13 @@ Which requests attach (``mode``):
 The shared call runs in a task of a long-lived task group (the ASGI lifespan's), never in a
 client's own task, so it outlives the client that started it only by the linger. It is cancelled
 when no client is left and the linger runs out: nothing runs for nobody.
+
+Across processes (replicas, workers) sharing a store, the same rules hold through
+:class:`SharedCalls`: the coalescer tells it of each of its calls (started, whether a client
+waits, the outcome), and a request with nothing to share here asks it for a call running or
+remembered elsewhere, whose outcome it then waits for (with its own keepalives) instead of
+calling the backend. A client elsewhere that waits on a call here counts as one of its clients
+(:meth:`Coalescer.joined_elsewhere`, :meth:`Coalescer.left_elsewhere`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -44,7 +51,7 @@ from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._wire.errors import StreamAborted
 from aiostream_synth._wire.failures import is_transient
 
-__all__ = ["CoalesceMode", "Coalescer", "coalesce_key"]
+__all__ = ["CoalesceMode", "Coalescer", "SharedCalls", "coalesce_key"]
 
 CoalesceMode = Literal["retries", "all", "off"]
 
@@ -63,6 +70,42 @@ def coalesce_key(dialect: str, identifying: Mapping[str, Any], headers: Mapping[
     return hashlib.sha256(canonical).digest()
 
 
+class SharedCalls(Protocol):
+    """Coalescing across the processes sharing a store (see the module docstring). Keys are
+    :func:`coalesce_key` digests; a call's *generation* is the id it is known by there."""
+
+    def started(self, key: bytes, stream: bool) -> str:
+        """This process started a call under ``key`` (its first request streams or not); its
+        generation."""
+        ...
+
+    def waiting(self, key: bytes, generation: str, busy: bool) -> None:
+        """Whether a client waits on the call now (False: it lingers for a retry)."""
+        ...
+
+    def ended(
+        self,
+        key: bytes,
+        generation: str,
+        result: Any,
+        error: BaseException | None,
+        share: Literal["any", "nonstream", ""],
+        joined: bool,
+    ) -> None:
+        """The call's outcome; which retries may take it (``share``; ``""``: none, it is
+        forgotten); whether a client elsewhere joined it."""
+        ...
+
+    async def follow(
+        self, key: bytes, mode: CoalesceMode, stream: bool
+    ) -> Callable[[], Any] | None:
+        """Join a call under ``key`` running or remembered in another process, when ``mode``
+        lets a request (``stream``: whether it streams) share it, and wait for its outcome:
+        a function that returns its result or raises its failure; None when there is none to
+        share (the request calls the backend itself)."""
+        ...
+
+
 class _SharedCall:
     """One backend call and the clients waiting on it."""
 
@@ -70,8 +113,11 @@ class _SharedCall:
         "abandoned",
         "clients",
         "done",
+        "elsewhere",
         "error",
         "event",
+        "generation",
+        "joined",
         "linger",
         "listeners",
         "result",
@@ -95,6 +141,11 @@ class _SharedCall:
         self.linger: Linger = runtime.linger()
         #: The call finished with no client waiting for it (its answer is kept for a retry).
         self.abandoned = False
+        #: Its id in the processes sharing a store (None without one), the clients waiting
+        #: on it there, and whether one ever joined.
+        self.generation: str | None = None
+        self.elsewhere = 0
+        self.joined = False
 
     def attachable(self, mode: CoalesceMode, stream: bool) -> bool:
         """Whether a request (streaming or not) may share this call's outcome."""
@@ -136,9 +187,11 @@ class Coalescer:
         mode: CoalesceMode = "retries",
         linger: float = 0.9,
         window: float = 10.0,
+        shared: SharedCalls | None = None,
     ) -> None:
         if mode not in ("retries", "all", "off"):
             raise ValueError("mode must be 'retries', 'all' or 'off'")
+        self._shared = shared
         self._group = task_group
         self._mode = mode
         self._linger = linger
@@ -146,6 +199,8 @@ class Coalescer:
         self._calls: dict[bytes, _SharedCall] = {}
         #: How many requests attached to a call another request started (for tests and metrics).
         self.attached = 0
+        #: How many of them to a call of another process (through ``shared``).
+        self.attached_elsewhere = 0
 
     @property
     def in_flight(self) -> int:
@@ -162,6 +217,8 @@ class Coalescer:
         shared call needs no task of its own."""
         if self._mode == "off":
             return call
+        if self._shared is not None:
+            return _FleetJoin(self, key, call, stream)
         return _Join(self, key, call, stream)
 
     def _shared_for(self, key: bytes, stream: bool) -> tuple[_SharedCall, bool]:
@@ -170,6 +227,8 @@ class Coalescer:
         shared = self._calls.get(key)
         if shared is not None and shared.attachable(self._mode, stream):
             self.attached += 1
+            if shared.clients == 0 and not shared.done:
+                self._tell_waiting(key, shared, busy=True)
             return shared, False
         shared = _SharedCall(current_runtime(), stream)
         self._calls[key] = shared
@@ -180,13 +239,38 @@ class Coalescer:
         returns (its task starts eagerly, see :mod:`aiostream_synth._engine.tasks`, and a
         backend may answer without waiting), and a call that ended with nobody attached would
         count as abandoned, its answer kept for a retry."""
+        if self._shared is not None:
+            shared.generation = self._shared.started(key, shared.stream)
         self._group.start_soon(self._run, key, shared, call)
 
-    def _left(self, shared: _SharedCall) -> None:
+    def _left(self, shared: _SharedCall, key: bytes | None = None) -> None:
         """A client stopped waiting: the last one to leave a running call starts its linger."""
         shared.clients -= 1
         if shared.clients == 0 and not shared.done:
             shared.linger.start(self._linger)
+            if key is not None:
+                self._tell_waiting(key, shared, busy=False)
+
+    def _tell_waiting(self, key: bytes, shared: _SharedCall, *, busy: bool) -> None:
+        if self._shared is not None and shared.generation is not None:
+            self._shared.waiting(key, shared.generation, busy)
+
+    def joined_elsewhere(self, key: bytes, generation: str) -> None:
+        """A client of another process waits on this process's call ``generation`` under
+        ``key`` (nothing happens when that call is over)."""
+        shared = self._calls.get(key)
+        if shared is not None and shared.generation == generation and not shared.done:
+            shared.elsewhere += 1
+            shared.joined = True
+            shared.attach()
+
+    def left_elsewhere(self, key: bytes, generation: str) -> None:
+        """That client stopped waiting."""
+        shared = self._calls.get(key)
+        if shared is not None and shared.generation == generation and shared.elsewhere > 0:
+            shared.elsewhere -= 1
+            if not shared.done:
+                self._left(shared, key)
 
     async def _run(
         self, key: bytes, shared: _SharedCall, call: Callable[[], Awaitable[Any]]
@@ -209,6 +293,15 @@ class Coalescer:
             listeners, shared.listeners = shared.listeners, []
             for listener in listeners:
                 listener.deliver()
+            if self._shared is not None and shared.generation is not None:
+                self._shared.ended(
+                    key,
+                    shared.generation,
+                    shared.result,
+                    shared.error,
+                    "" if lingered else _share(shared),
+                    shared.joined,
+                )
         if not lingered and (shared.error is not None or shared.abandoned):
             # Remembered for a retry: a failure (served as ``attachable`` says), or a result
             # nobody was waiting for any more.
@@ -218,6 +311,16 @@ class Coalescer:
     def _forget(self, key: bytes, shared: _SharedCall) -> None:
         if self._calls.get(key) is shared:
             del self._calls[key]
+
+
+def _share(shared: _SharedCall) -> Literal["any", "nonstream", ""]:
+    """Which later requests may take a finished call's outcome (:meth:`_SharedCall.attachable`
+    for a call that is done)."""
+    if isinstance(shared.error, StreamAborted):
+        return ""  # cancelled (every client left, the server stopping): nothing to share
+    if shared.abandoned or _deterministic(shared.error):
+        return "any"
+    return "nonstream" if shared.error is not None and shared.stream else ""
 
 
 class _Join:
@@ -248,7 +351,7 @@ class _Join:
                 coalescer._start(self._key, shared, self._call)
             await shared.wait()
         finally:
-            coalescer._left(shared)
+            coalescer._left(shared, self._key)
         if shared.error is not None:
             raise _copy(shared.error)
         return shared.result
@@ -256,24 +359,59 @@ class _Join:
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> _Listener:
         coalescer = self._coalescer
         shared, new = coalescer._shared_for(self._key, self._stream)
-        listener = _Listener(coalescer, shared, ended)
+        listener = _Listener(coalescer, shared, ended, self._key)
         if new:
             coalescer._start(self._key, shared, self._call)
         return listener
 
 
+class _FleetJoin:
+    """One request's backend function when processes share a store: a call to share here
+    first, else one running or remembered elsewhere (its outcome awaited), else a new call
+    here. Awaited in the engine stream's own task (the call elsewhere is awaited)."""
+
+    __slots__ = ("_call", "_coalescer", "_key", "_stream")
+
+    def __init__(
+        self,
+        coalescer: Coalescer,
+        key: bytes,
+        call: Callable[[], Awaitable[Any]],
+        stream: bool,
+    ) -> None:
+        self._coalescer = coalescer
+        self._key = key
+        self._call = call
+        self._stream = stream
+
+    async def __call__(self) -> Any:
+        coalescer = self._coalescer
+        here = coalescer._calls.get(self._key)
+        fleet = coalescer._shared
+        if fleet is not None and (
+            here is None or not here.attachable(coalescer._mode, self._stream)
+        ):
+            elsewhere = await fleet.follow(self._key, coalescer._mode, self._stream)
+            if elsewhere is not None:
+                coalescer.attached_elsewhere += 1
+                return elsewhere()
+        return await _Join(coalescer, self._key, self._call, self._stream)()
+
+
 class _Listener:
     """A stream attached to a shared call: told its outcome once, or leaves (``cancel``)."""
 
-    __slots__ = ("_coalescer", "_ended", "_shared")
+    __slots__ = ("_coalescer", "_ended", "_key", "_shared")
 
     def __init__(
         self,
         coalescer: Coalescer,
         shared: _SharedCall,
         ended: Callable[[Any, BaseException | None], None],
+        key: bytes,
     ) -> None:
         self._coalescer = coalescer
+        self._key = key
         self._shared: _SharedCall | None = shared
         # Dropped once told: the stream holds this listener, so keeping its callback (a method
         # of the stream) would leave the finished stream in a reference cycle, freed only by a
@@ -302,7 +440,7 @@ class _Listener:
             return
         self._shared = self._ended = None
         shared.listeners.remove(self)
-        self._coalescer._left(shared)
+        self._coalescer._left(shared, self._key)
         ended(None, StreamAborted("the stream stopped waiting for the backend call"))
 
 

@@ -42,6 +42,7 @@ from aiostream_synth._serving.asgi_types import (
     Send,
 )
 from aiostream_synth._serving.background import BackgroundResponses
+from aiostream_synth._serving.fleet import FleetCalls
 from aiostream_synth._serving.keeping import Chain, start_background, stored_route
 from aiostream_synth._serving.pipeline import (
     DEFAULT_ROUTES,
@@ -280,6 +281,12 @@ class SynthesizingApp:
             self.background,
         )
 
+    def _fleet(self, window: float) -> FleetCalls | None:
+        """Coalescing across the processes sharing the store, when it can share calls."""
+        store = self.background.store if self.background is not None else None
+        calls = getattr(store, "calls", None)
+        return FleetCalls(calls(window_s=window)) if callable(calls) else None
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
         if message["type"] != "lifespan.startup":
@@ -297,12 +304,17 @@ class SynthesizingApp:
                 self._backend_tasks = backend_tasks
                 settings = self.settings
                 if settings.coalesce != "off":
+                    fleet = self._fleet(settings.coalesce_window)
                     self.coalescer = Coalescer(
                         backend_tasks,
                         mode=settings.coalesce,
                         linger=settings.coalesce_linger,
                         window=settings.coalesce_window,
+                        shared=fleet,
                     )
+                    if fleet is not None:
+                        fleet.bind(self.coalescer)
+                        fleet.start(backend_tasks)
                 if self.background is not None:
                     self.background.start(backend_tasks)
                     await self.background.lease_taken()

@@ -31,7 +31,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import coredis
@@ -48,6 +48,9 @@ from aiostream_synth._store.base import (
     with_keepalives,
 )
 from aiostream_synth._wire.sse import split_frames
+
+if TYPE_CHECKING:
+    from aiostream_synth._store.redis_calls import RedisCalls
 
 __all__ = ["RedisStore"]
 
@@ -461,6 +464,14 @@ class RedisStore:
                 contextlib.suppress(*_FAILURES),
             ):
                 await self._client.delete([key])
+
+    def calls(self, *, window_s: float) -> RedisCalls:
+        """Coalescing across the processes sharing this store (see
+        :mod:`aiostream_synth._store.redis_calls`); ``window_s``: how long a finished call's
+        outcome is kept for a retry."""
+        from aiostream_synth._store.redis_calls import RedisCalls
+
+        return RedisCalls(self, window_s=window_s)
 
     async def request_cancel(self, response_id: str) -> int:
         try:
