@@ -10,14 +10,21 @@ from collections.abc import Iterator
 
 import anyio
 import coredis
+import httpx
 import openai
 import pytest
-from openai.types.responses import ResponseFailedEvent
+from hypothesis import given
+from hypothesis import strategies as st
+from openai.types.responses import ResponseCompletedEvent, ResponseFailedEvent
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._serving.fleet import SharedCallFailed, _outcome, _taken
+from aiostream_synth._wire.failures import classify_failure
 
 from .support.cli_server import serve_cli
 from .support.fake_upstream import FakeUpstream
+from .support.haproxy import haproxy
+from .support.properties import property_settings
 from .support.redis_server import redis_server
 from .support.servers import serve
 
@@ -68,16 +75,18 @@ class Fleet:
         self.two = two
 
 
+async def _clear(redis_url: str) -> None:
+    """No call left in the store by another test."""
+    async with coredis.Redis.from_url(redis_url) as client:
+        await client.flushdb()
+
+
 @pytest.fixture
 def fleet(redis_url: str, upstream: tuple[FakeUpstream, str]) -> Iterator[Fleet]:
     """Two proxies on one Redis, on asyncio and on trio, in front of the upstream."""
     fake, upstream_url = upstream
 
-    async def clear() -> None:  # each test starts with no call in the store
-        async with coredis.Redis.from_url(redis_url) as client:
-            await client.flushdb()
-
-    anyio.run(clear)
+    anyio.run(_clear, redis_url)
     config = ProxyConfig(keepalive_s=0.2, store=redis_url, upstream=f"{upstream_url}/v1")
     with (
         serve(ProxyApp(config), "uvicorn", lifespan=True) as one,
@@ -103,7 +112,9 @@ def test_a_streaming_retry_on_another_process_shares_the_call(fleet: Fleet) -> N
     kinds = [event.type for event in retried]
     assert kinds[-1] == "response.completed"
     assert "response.in_progress" in kinds  # the second process's own keepalives
-    assert retried[-1].response.output_text == "upstream answer"
+    completed = retried[-1]
+    assert isinstance(completed, ResponseCompletedEvent)
+    assert completed.response.output_text == "upstream answer"
     assert _calls(fleet.upstream) == 1
 
 
@@ -148,6 +159,7 @@ def test_a_joined_call_whose_process_is_killed_fails_the_retry(
     on it: the retry ends with a failure event once the dead process's lease lapses (never a
     hang), and a retry after that starts a fresh call."""
     fake, upstream_url = upstream
+    anyio.run(_clear, redis_url)
     with (
         serve_cli(
             "--store",
@@ -186,3 +198,103 @@ def test_a_joined_call_whose_process_is_killed_fails_the_retry(
     assert calls_before == 1
     assert fresh.status == "completed"
     assert _calls(fake) == 2
+
+
+def _metric(url: str, name: str) -> int:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(f"{name} "):
+            return int(line.split()[1])
+    return 0
+
+
+def test_behind_haproxy_retries_resume_and_cancel_reach_the_other_replica(
+    redis_url: str, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """Two ``serve`` replicas behind HAProxy (round robin: each request on the other one): a
+    Codex-style streaming retry and a Claude Code-style non-streaming re-send each share the
+    call their first request started on the other replica; a background response is resumed
+    and cancelled through the other replica."""
+    fake, upstream_url = upstream
+    anyio.run(_clear, redis_url)
+    options = ("--store", redis_url, "--upstream", f"{upstream_url}/v1", "--keepalive-s", "0.2")
+    with (
+        serve_cli(*options) as (_, a),
+        serve_cli(*options) as (_, b),
+        haproxy([a, b]) as balanced,
+        _client(balanced) as client,
+    ):
+        dropped = client.responses.create(model="slow-1.5", input="codex", stream=True)
+        assert next(iter(dropped)).type == "response.created"
+        dropped.close()
+        _until_a_call_is(redis_url, "idle")
+        retried = list(client.responses.create(model="slow-1.5", input="codex", stream=True))
+        failed = list(
+            client.responses.create(model="slow-0.5-error-503", input="claude", stream=True)
+        )
+        _until_a_call_is(redis_url, "done")
+        with pytest.raises(openai.InternalServerError):
+            client.responses.create(model="slow-0.5-error-503", input="claude")
+        created = client.responses.create(model="slow-30", input="long", background=True)
+        followed = iter(client.responses.retrieve(created.id, stream=True))
+        assert next(followed).type == "response.created"
+        cancelled = client.responses.cancel(created.id)
+        rest = list(followed)
+        joined = [_metric(url, "aiostream_synth_coalesced_elsewhere_total") for url in (a, b)]
+    inputs = [body.get("input") for path, body, _ in fake.requests if path.endswith("/responses")]
+    assert retried[-1].type == "response.completed"
+    assert isinstance(failed[-1], ResponseFailedEvent)
+    assert inputs.count("codex") == inputs.count("claude") == 1
+    assert sum(joined) == 2  # both retries joined a call of the other replica
+    assert cancelled.status == "cancelled"
+    assert isinstance(rest[-1], ResponseFailedEvent)
+    assert rest[-1].response.status == "cancelled"
+
+
+class _Upstream(Exception):
+    """An upstream's error report, as an SDK raises it (a status, a body)."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status
+        self.body = {"error": {"message": message, "code": code}}
+
+
+@given(
+    status=st.integers(400, 599),
+    message=st.text(max_size=40),
+    code=st.sampled_from([None, "context_length_exceeded", "rate_limit_exceeded"]),
+)
+@property_settings(examples_in_ci=200)
+def test_a_failure_shared_across_processes_classifies_as_the_original(
+    status: int, message: str, code: str | None
+) -> None:
+    """What a joining request's client is told, and whether a retry may take the failure, are
+    those of the original failure (its classification travels, not the exception)."""
+    for original in (
+        _Upstream(status, message, code),
+        TimeoutError(message),
+        ConnectionError(message),
+        KeyError(message),  # a bug in the backend: told as an internal error
+    ):
+        taken = _taken(_outcome(None, original))
+        assert taken is not None
+        with pytest.raises(SharedCallFailed) as rebuilt:
+            taken()
+        before, after = classify_failure(original), classify_failure(rebuilt.value)
+        assert (after.status_code, after.code, after.message, after.transient) == (
+            before.status_code,
+            before.code,
+            before.message,
+            before.transient,
+        )
+
+
+def test_a_result_travels_whole_and_one_that_is_no_json_is_not_shared() -> None:
+    result = {"id": "resp_1", "output": [{"type": "message", "content": []}], "n": 1.5}
+    taken = _taken(_outcome(result, None))
+    assert taken is not None
+    assert taken() == result
+    assert _outcome(object(), None) == b""
+    assert _taken(b"") is None
+    assert _taken(b'{"retry":true}') is None
+    assert _taken(b"not json") is None

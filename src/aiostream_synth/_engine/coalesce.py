@@ -203,6 +203,11 @@ class Coalescer:
         self.attached_elsewhere = 0
 
     @property
+    def across_processes(self) -> bool:
+        """Whether calls are shared with the other processes of a store too."""
+        return self._shared is not None
+
+    @property
     def in_flight(self) -> int:
         """Calls still running (or remembered within their window)."""
         return len(self._calls)

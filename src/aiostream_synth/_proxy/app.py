@@ -370,6 +370,9 @@ class ProxyApp:
         figures = StoreFigures(
             background.generating, background.store_failures, background.abandoned
         )
+        coalescer = self.synth.coalescer
+        if coalescer is not None and coalescer.across_processes:
+            figures = dataclasses.replace(figures, joined_elsewhere=coalescer.attached_elsewhere)
         store = background.store
         if isinstance(store, MemoryStore):
             return dataclasses.replace(
