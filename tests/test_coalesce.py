@@ -463,3 +463,124 @@ async def test_a_client_leaving_before_the_call_took_its_first_step_still_ends_i
     assert len(told) == 1
     assert isinstance(told[0], StreamAborted)
     assert shared.in_flight == 0
+
+
+class _Fleet:
+    """Other processes sharing a store, as the coalescer sees them: what it was told of its
+    calls, and what a look-up finds (``outcome``; after ``release`` when one is given)."""
+
+    def __init__(self, outcome: Any = None, release: anyio.Event | None = None) -> None:
+        self.told: list[tuple[Any, ...]] = []
+        self.looked_up = 0
+        self.outcome = outcome
+        self.release = release
+        self.over = anyio.Event()
+
+    def started(self, key: bytes, stream: bool) -> str:
+        self.told.append(("started", stream))
+        return "g1"
+
+    def waiting(self, key: bytes, generation: str, busy: bool) -> None:
+        self.told.append(("waiting", generation, busy))
+
+    def ended(
+        self, key: bytes, generation: str, result: Any, error: Any, share: str, joined: bool
+    ) -> None:
+        self.told.append(("ended", generation, share, joined))
+        self.over.set()
+
+    async def follow(self, key: bytes, mode: str, stream: bool) -> Any:
+        self.looked_up += 1
+        if self.release is not None:
+            await self.release.wait()
+        return self.outcome
+
+
+async def test_a_call_is_told_to_the_other_processes_and_a_client_there_holds_it(
+    unit: float,
+) -> None:
+    """Across processes: a new call is looked up elsewhere first, then told (started, its
+    client gone, its end); a client of another process that joined it counts as a client (the
+    call outlives the linger for it), and its leaving starts the linger again."""
+    from aiostream_synth import SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    fleet = _Fleet()
+    backend = Backend(delay=3 * unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=unit, shared=fleet)
+        async with SynthesizedStream(
+            shared.backend(KEY, _chat(backend)), ChatDialect(), keepalive_interval=3600
+        ) as frames:
+            while not fleet.told:  # the look-up, then the call's start
+                await anyio.lowlevel.checkpoint()
+            assert frames.abort("client gone")
+        shared.joined_elsewhere(KEY, "g1")
+        shared.joined_elsewhere(KEY, "other")  # another call's generation: nothing happens
+        await fleet.over.wait()
+        shared.left_elsewhere(KEY, "g1")  # after the end: nothing to linger for
+        group.cancel_scope.cancel()
+    assert fleet.looked_up == 1
+    assert fleet.told == [
+        ("started", True),
+        ("waiting", "g1", False),
+        ("ended", "g1", "", True),  # a client (elsewhere) took it: nothing to keep
+    ]
+    assert backend.calls == 1
+    assert backend.cancelled_at is None  # held past the linger by the client elsewhere
+
+
+async def test_a_stream_takes_the_outcome_of_a_call_elsewhere_and_can_leave_while_looking(
+    unit: float,
+) -> None:
+    """A look-up that finds a call elsewhere: the stream renders its outcome, and the backend
+    is never called here; a stream that leaves while the look-up waits is told at once."""
+    from aiostream_synth import SynthesizedStream
+    from aiostream_synth._dialects.chat.stream import ChatDialect
+
+    backend = Backend(delay=0)
+    answer = {
+        "id": "c9",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from elsewhere"},
+                     "finish_reason": "stop"}],
+    }  # fmt: skip
+    release = anyio.Event()
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, shared=_Fleet(outcome=lambda: answer))
+        async with SynthesizedStream(
+            shared.backend(KEY, _chat(backend)), ChatDialect(), keepalive_interval=3600
+        ) as frames:
+            body = b"".join([frame async for frame in frames])
+        waiting = Coalescer(group, shared=_Fleet(release=release))
+        async with SynthesizedStream(
+            waiting.backend(KEY, _chat(backend)), ChatDialect(), keepalive_interval=3600
+        ) as frames:
+            await anyio.lowlevel.checkpoint()
+            assert frames.abort("client gone")
+        release.set()
+        group.cancel_scope.cancel()
+    assert b"from elsewhere" in body
+    assert shared.attached_elsewhere == 1
+    assert backend.calls == 0
+
+
+async def test_a_client_elsewhere_that_leaves_lets_the_call_linger_out(unit: float) -> None:
+    """The last client, in another process, leaves: the call lingers, then is cancelled (and
+    told ended with nothing to share: nothing ran to its end)."""
+    fleet = _Fleet()
+    backend = Backend(delay=100 * unit)
+    async with anyio.create_task_group() as group:
+        shared = Coalescer(group, linger=unit, shared=fleet)
+        with anyio.move_on_after(0):  # the client here leaves at once
+            await shared.backend(KEY, backend)()
+        shared.joined_elsewhere(KEY, "g1")
+        shared.left_elsewhere(KEY, "g1")
+        await backend.cancelled.wait()
+        await fleet.over.wait()
+        group.cancel_scope.cancel()
+    assert fleet.told[-1] == ("ended", "g1", "", True)
+    assert ("waiting", "g1", False) in fleet.told
+    assert backend.calls == 1

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -54,6 +55,8 @@ from aiostream_synth._wire.failures import is_transient
 __all__ = ["CoalesceMode", "Coalescer", "SharedCalls", "coalesce_key"]
 
 CoalesceMode = Literal["retries", "all", "off"]
+
+LOG = logging.getLogger("aiostream_synth.coalesce")
 
 #: Request headers that identify the caller (a retry carries the same credentials).
 _CREDENTIALS = ("authorization", "x-api-key")
@@ -373,7 +376,8 @@ class _Join:
 class _FleetJoin:
     """One request's backend function when processes share a store: a call to share here
     first, else one running or remembered elsewhere (its outcome awaited), else a new call
-    here. Awaited in the engine stream's own task (the call elsewhere is awaited)."""
+    here. Awaited (a non-streaming request), or started (an engine stream: the look-up in a
+    task of the coalescer's group, then, for a call here, no task at all)."""
 
     __slots__ = ("_call", "_coalescer", "_key", "_stream")
 
@@ -401,6 +405,66 @@ class _FleetJoin:
                 coalescer.attached_elsewhere += 1
                 return elsewhere()
         return await _Join(coalescer, self._key, self._call, self._stream)()
+
+    def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> Any:
+        coalescer = self._coalescer
+        here = coalescer._calls.get(self._key)
+        if here is not None and here.attachable(coalescer._mode, self._stream):
+            return _Join(coalescer, self._key, self._call, self._stream).start_call(ended)
+        return _FleetStart(self, ended)
+
+
+class _FleetStart:
+    """An engine stream's start under :class:`_FleetJoin`: a task looks the call up elsewhere
+    and either waits for its outcome there or attaches the stream to a call here (a
+    :class:`_Listener`, after which the task is over). ``cancel()`` as the engine's
+    ``start_call`` protocol asks: the stream is told at once."""
+
+    __slots__ = ("_ended", "_inner", "_join", "_task")
+
+    def __init__(
+        self, join: _FleetJoin, ended: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        self._join = join
+        self._ended: Callable[[Any, BaseException | None], None] | None = ended
+        self._inner: _Listener | None = None
+        self._task = join._coalescer._group.start_soon(self._look_up)
+
+    async def _look_up(self) -> None:
+        join = self._join
+        coalescer = join._coalescer
+        assert coalescer._shared is not None
+        try:
+            elsewhere = await coalescer._shared.follow(join._key, coalescer._mode, join._stream)
+        except Exception:  # a bug in the look-up: this request calls the backend itself
+            LOG.exception("looking up a call of another process failed")
+            elsewhere = None
+        if self._ended is None:
+            return  # the stream stopped waiting meanwhile
+        if elsewhere is None:
+            inner = _Join(coalescer, join._key, join._call, join._stream).start_call(self._tell)
+            self._inner = inner
+            return
+        coalescer.attached_elsewhere += 1
+        try:
+            result = elsewhere()
+        except Exception as exc:  # the call's failure: this stream's outcome
+            self._tell(None, exc)
+        else:
+            self._tell(result, None)
+
+    def _tell(self, result: Any, error: BaseException | None) -> None:
+        ended, self._ended = self._ended, None
+        if ended is not None:
+            ended(result, error)
+
+    def cancel(self) -> None:
+        if self._inner is not None:
+            self._inner.cancel()  # tells the stream through _tell
+            return
+        if self._ended is not None:
+            self._task.cancel()
+            self._tell(None, StreamAborted("the stream stopped waiting for the backend call"))
 
 
 class _Listener:
