@@ -34,7 +34,11 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
   ``previous_response_id``);
 * ``proxy-background`` / ``proxy-background-redis`` — ``proxy`` with every stream a background
   response (``background: true``): a recorder task generates it into the store (memory, or a
-  redis-server started here on the load client's core), the client reads its live log.
+  redis-server started here on the load client's core), the client reads its live log;
+* ``proxy-redis`` — ``proxy`` on the Redis store (the same redis-server), plain streams: every
+  request is first looked up among the calls of the other processes sharing the store, and its
+  call is told to them (coalescing across processes, issue 31), the path a fleet takes when
+  nothing coalesces (compare it with ``proxy``).
 
 The load client (this process, its own core) opens N streams at once (``--ramp``: over a
 time; ``--open-batch``: B at a time) and parses every frame: by default a task per stream on
@@ -97,6 +101,7 @@ SERVERS = (
     "proxy-nostore",
     "proxy-background",
     "proxy-background-redis",
+    "proxy-redis",
 )
 #: How the load client reads its streams (``--client``).
 CLIENTS = ("streams", "protocol")
@@ -105,7 +110,7 @@ CLIENTS = ("streams", "protocol")
 BACKGROUND = frozenset({"proxy-background", "proxy-background-redis"})
 #: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
 UPSTREAM_OFFSET = 500
-#: The port offset of the redis-server of the ``proxy-background-redis`` row.
+#: The port offset of the redis-server of the ``proxy-background-redis`` / ``proxy-redis`` rows.
 REDIS_OFFSET = 700
 #: A keepalive gap longer than this many K counts as late (the split table counts them).
 LATE_GAP_K = 1.1
@@ -509,7 +514,7 @@ def start_server(
             command += ["--server", "uvicorn"]
         if kind == "proxy-nostore":
             command += ["--store", "off"]  # the path without a store: nothing kept, ever
-        if kind == "proxy-background-redis":
+        if kind in ("proxy-background-redis", "proxy-redis"):
             command += ["--store", f"redis://127.0.0.1:{port + REDIS_OFFSET}/0"]
         if kind in ("proxy-upstream", "proxy-bridge"):
             command += ["--upstream", f"http://127.0.0.1:{port + UPSTREAM_OFFSET}/v1"]
@@ -1245,7 +1250,7 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 _wait_port(port + UPSTREAM_OFFSET)
-            if kind == "proxy-background-redis":
+            if kind in ("proxy-background-redis", "proxy-redis"):
                 # Debian's redis-server on the load client's core, its own data directory.
                 upstream = subprocess.Popen(
                     [

@@ -538,6 +538,7 @@ def test_a_server_holds_its_lease_while_it_serves_and_gives_it_back_when_it_stop
 ) -> None:
     """The lease is taken before the server answers its first request (startup waits for it)
     and deleted at a clean stop, so that other servers see at once that it is gone."""
+    redis_url = _database(redis_url, 2)  # a fleet of its own: its own settings
     app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url, store_lease_s=60))
     assert app.synth.background is not None
     store = app.synth.background.store
@@ -554,8 +555,11 @@ def test_a_server_holds_its_lease_while_it_serves_and_gives_it_back_when_it_stop
     assert 40_000 < during <= 60_000
     assert anyio.run(lease_left_ms) == -2  # no such key
     default = open_store(ProxyConfig(keepalive_s=2, store=redis_url))
+    short = open_store(ProxyConfig(keepalive_s=0.1, store=redis_url))
     assert isinstance(default, RedisStore)
+    assert isinstance(short, RedisStore)
     assert default.lease_s == 6  # three keepalive intervals
+    assert short.lease_s == 3  # at least 3 s
     args = _parser().parse_args(["serve", "--store-lease-s", "0"])
     assert config_from_args(args).store_lease_s is None
     with pytest.raises(ValueError, match="store_lease_s must be a positive number"):
@@ -567,14 +571,14 @@ def test_a_response_whose_server_was_killed_ends_failed_for_its_readers(redis_ur
     server was killed (``kill -9``) gets a terminal failure event once that server's lease
     lapses, numbered on from what it had; retrieving it then says failed, and a cancel says it
     has ended. Counted in the reader's server's metrics."""
+    redis_url = _database(redis_url, 1)  # a fleet of its own: a short lease
+    config = ProxyConfig(keepalive_s=0.1, store=redis_url, store_lease_s=1)
     with (
-        serve_cli("--store", redis_url, "--keepalive-s", "0.1", "--store-lease-s", "0.5") as (
+        serve_cli("--store", redis_url, "--keepalive-s", "0.1", "--store-lease-s", "1") as (
             owner,
             one,
         ),
-        serve(
-            ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url)), "hypercorn-trio", lifespan=True
-        ) as two,
+        serve(ProxyApp(config), "hypercorn-trio", lifespan=True) as two,
         _client(one) as first,
         _client(two) as second,
     ):
@@ -599,6 +603,28 @@ def test_a_response_whose_server_was_killed_ends_failed_for_its_readers(redis_ur
     assert [event.type for event in rest[:-1]] == ["response.in_progress"] * (len(rest) - 1)
     assert retrieved.status == "failed"
     assert counted == 1
+
+
+def test_a_server_with_other_settings_than_its_fleets_is_refused_at_startup(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two fleets with different settings on one Redis database would share calls and
+    responses under different rules: the second one's server says so and exits 1."""
+    from aiostream_synth._proxy.cli import main
+
+    redis_url = _database(redis_url, 3)
+    with serve(ProxyApp(ProxyConfig(store=redis_url)), "uvicorn", lifespan=True):
+        refused = main(["serve", "--port", "0", "--store", redis_url, "--coalesce", "all"])
+    err = capsys.readouterr().err
+    assert refused == 1
+    assert "is shared by servers with other settings" in err
+    assert '"coalesce":"all"' in err
+    assert '"coalesce":"retries"' in err
+
+
+def _database(url: str, number: int) -> str:
+    """``url`` on another database of the same server."""
+    return f"{url.rpartition('/')[0]}/{number}"
 
 
 def test_a_redis_store_that_does_not_answer_is_one_line_at_startup(

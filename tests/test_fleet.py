@@ -169,10 +169,17 @@ def test_a_joined_call_whose_process_is_killed_fails_the_retry(
             "--keepalive-s",
             "0.2",
             "--store-lease-s",
-            "0.6",
-        ) as (owner, one),  # fmt: skip
+            "1.5",
+        ) as (owner, one),
         serve(
-            ProxyApp(ProxyConfig(keepalive_s=0.2, store=redis_url, upstream=f"{upstream_url}/v1")),
+            ProxyApp(
+                ProxyConfig(
+                    keepalive_s=0.2,
+                    store=redis_url,
+                    upstream=f"{upstream_url}/v1",
+                    store_lease_s=1.5,
+                )
+            ),
             "hypercorn-trio",
             lifespan=True,
         ) as two,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostream_synth._store.base import ResponseStore, Write, with_keepalives
+from aiostream_synth._store.base import ResponseStore, StoreUnavailable, Write, with_keepalives
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 
@@ -314,6 +314,21 @@ async def test_the_memory_store_never_abandons_and_ends_once() -> None:
             async with anyio.create_task_group() as group:
                 await group.start(store.hold)
                 group.cancel_scope.cancel()
+
+
+async def test_a_process_with_its_fleets_settings_joins_it_and_one_with_others_is_refused(
+    redis_url: str,
+) -> None:
+    prefix = f"t{uuid.uuid4().hex}:"
+    settings = {"coalesce": "retries", "store_lease_s": 30.0}
+    async with RedisStore(redis_url, prefix=prefix, fleet=settings):
+        async with RedisStore(redis_url, prefix=prefix, fleet=dict(settings)):
+            pass  # alike: it joins
+        async with RedisStore(redis_url, prefix=prefix):
+            pass  # a store used without a fleet (a tool reading it) is not checked
+        other = RedisStore(redis_url, prefix=prefix, fleet={**settings, "coalesce": "all"})
+        with pytest.raises(StoreUnavailable, match="shared by servers with other settings"):
+            await other.__aenter__()
 
 
 def test_a_redis_url_is_checked() -> None:

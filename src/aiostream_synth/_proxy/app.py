@@ -115,6 +115,10 @@ _current: contextvars.ContextVar[_Record | None] = contextvars.ContextVar(
 )
 
 
+#: The shortest default lease (``--store-lease-s`` unset), seconds.
+MIN_DEFAULT_LEASE_S = 3.0
+
+
 def open_store(config: ProxyConfig) -> ResponseStore | None:
     """The store ``config.store`` names (not yet connected: the lifespan enters it)."""
     if config.store == "off":
@@ -124,11 +128,18 @@ def open_store(config: ProxyConfig) -> ResponseStore | None:
     from aiostream_synth._store.redis import RedisStore  # coredis, the [redis] extra
 
     lease_s = config.store_lease_s
-    return RedisStore(
-        config.store,
-        ttl_s=config.store_ttl_s,
-        lease_s=3 * config.keepalive_s if lease_s is None else lease_s,
-    )
+    if lease_s is None:  # three keepalive intervals, never under a pause a loaded host may take
+        lease_s = max(3 * config.keepalive_s, MIN_DEFAULT_LEASE_S)
+    # What every process sharing the store must have alike: its rules of sharing calls and
+    # keeping responses.
+    fleet = {
+        "coalesce": config.coalesce,
+        "coalesce_linger": float(config.coalesce_linger),
+        "coalesce_window": float(config.coalesce_window),
+        "store_ttl_s": float(config.store_ttl_s),
+        "store_lease_s": float(lease_s),
+    }
+    return RedisStore(config.store, ttl_s=config.store_ttl_s, lease_s=lease_s, fleet=fleet)
 
 
 def _client(scope: Scope) -> str:

@@ -75,7 +75,7 @@ _HELP = {
     "store": "where responses are kept for retrieval, resume, cancel and previous_response_id: memory (this process), redis://HOST:PORT/DB (a Redis or Valkey server), or off (background mode refused)",
     "store_max_bytes": "the memory store's size limit, bytes; the oldest responses are evicted beyond it",
     "store_ttl_s": "seconds a stored response is kept after its last event",
-    "store_lease_s": "Redis store: seconds a server's lease on the responses it generates lasts unrenewed; a server sharing the store ends a response whose server's lease lapsed (it died) as failed (0 or unset: three keepalive intervals)",
+    "store_lease_s": "Redis store: seconds a server's lease on the responses it generates lasts unrenewed; a server sharing the store ends a response whose server's lease lapsed (it died) as failed (0 or unset: three keepalive intervals, at least 3 s)",
     "drain_timeout": "on SIGTERM, seconds open streams get to finish",
     "max_body_bytes": "request body size limit (413 above)",
     "workers": "worker processes sharing the port (uvicorn, lean)",

@@ -84,7 +84,7 @@ class ProxyConfig:
     store_ttl_s: float = 3600.0
     #: Redis store: seconds a process's lease on the responses it generates lasts unrenewed
     #: (renewed every third of it); a reader in another process ends a response whose
-    #: process's lease lapsed as failed. None: three keepalive intervals.
+    #: process's lease lapsed as failed. None: three keepalive intervals, at least 3 s.
     store_lease_s: float | None = None
     #: Which identical requests share one backend call (a retry after a drop, by default).
     coalesce: Literal["retries", "all", "off"] = "retries"
@@ -160,7 +160,7 @@ class ProxyConfig:
                 "store_lease_s",
                 self.store_lease_s,
                 positive=True,
-                none="None (three keepalive intervals; 0 on the command line)",
+                none="None (three keepalive intervals, at least 3 s; 0 on the command line)",
             )
         for name, least in (
             ("upstream_retries", 0),

@@ -11,6 +11,11 @@ stream no command of its own) and removed when the response ends. Every response
 flush is one script call (:data:`_WRITE_SCRIPT`); cancels go through the channel
 ``<prefix>cancel``.
 
+A process that names the settings its fleet must share (``fleet``: coalescing's, the TTL, the
+lease) claims them in ``<prefix>fleet`` when it starts, and a process with other settings is
+refused at its start; the claim is renewed with the lease and lapses two leases after the
+fleet's last process stops.
+
 Each store object is one *holder* (a random id; a process has one): the responses it creates
 name it in their hash, and it keeps the key ``<prefix>lease:<holder>`` alive while it runs
 (:meth:`RedisStore.hold`: renewed every third of ``lease_s``, deleted at the end). A response
@@ -131,6 +136,16 @@ return 1
 """
 
 
+#: A fleet's settings, claimed. KEYS: the claim; ARGV: these settings, its length in ms. The
+#: settings claimed by others when they differ, else nothing (claimed).
+_CLAIM_SCRIPT = """
+local theirs = redis.call('GET', KEYS[1])
+if theirs and theirs ~= ARGV[1] then return theirs end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+
 def _entry_id(sequence: int) -> str:
     return f"0-{sequence + 1}"
 
@@ -176,6 +191,7 @@ class RedisStore:
         timeout_s: float = 2.0,
         prefix: str = "aiostream-synth:",
         lease_s: float = 30.0,
+        fleet: Mapping[str, object] | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
@@ -189,6 +205,11 @@ class RedisStore:
         #: This store object's name as the holder of the responses it creates.
         self.holder = uuid.uuid4().hex
         self._lease_prefix = f"{prefix}lease:"
+        #: The settings every process sharing this store must have alike (None: unchecked).
+        self._fleet = (
+            None if fleet is None else orjson.dumps(dict(fleet), option=orjson.OPT_SORT_KEYS)
+        )
+        self._fleet_key = f"{prefix}fleet"
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
         self.prefix = prefix
@@ -213,7 +234,35 @@ class RedisStore:
         except _FAILURES as exc:
             await self._client.__aexit__(None, None, None)
             raise StoreUnavailable(f"{self!r} does not answer: {exc}") from None
+        try:
+            await self._claim_fleet()
+        except BaseException:
+            await self._client.__aexit__(None, None, None)
+            raise
         return self
+
+    async def _claim_fleet(self) -> None:
+        """Check that the processes already sharing this store have this one's settings
+        (:class:`StoreUnavailable` naming both when they do not), and say they do."""
+        if self._fleet is None:
+            return
+        try:
+            with anyio.fail_after(self.timeout_s):
+                theirs = await self._client.eval(
+                    _CLAIM_SCRIPT, [self._fleet_key], [self._fleet, self._claim_ms]
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        if isinstance(theirs, bytes | str) and theirs:
+            raise StoreUnavailable(
+                f"{self!r} is shared by servers with other settings ({_bytes(theirs).decode()}; "
+                f"this one: {self._fleet.decode()}): give each fleet its own database, or stop "
+                f"the other servers (their claim lapses {self._claim_ms / 1000:g} s after they stop)"
+            )
+
+    @property
+    def _claim_ms(self) -> int:
+        return max(1, round(self.lease_s * 2000))
 
     async def __aexit__(
         self,
@@ -450,7 +499,10 @@ class RedisStore:
         try:
             while True:
                 with anyio.fail_after(self.timeout_s):
-                    await self._client.set(key, b"1", px=lease_ms)
+                    async with self._client.pipeline(transaction=False) as pipe:
+                        pipe.set(key, b"1", px=lease_ms)
+                        if self._fleet is not None:
+                            pipe.set(self._fleet_key, self._fleet, px=self._claim_ms)
                 task_status.started()
                 task_status = anyio.TASK_STATUS_IGNORED
                 await anyio.sleep(self.lease_s / 3)
