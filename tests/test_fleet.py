@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from openai.types.responses import ResponseCompletedEvent, ResponseFailedEvent
 
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-from aiostream_synth._serving.fleet import SharedCallFailed, _outcome, _taken
+from aiostream_synth._serving.fleet import FleetCalls, SharedCallFailed, _outcome, _taken
 from aiostream_synth._wire.failures import classify_failure
 
 from .support.cli_server import serve_cli
@@ -48,19 +48,22 @@ def _client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, timeout=60)
 
 
+async def _call_states(redis_url: str) -> list[str]:
+    """The states of the calls the store holds."""
+    async with coredis.Redis.from_url(redis_url, decode_responses=True) as client:
+        keys = [key async for key in client.scan_iter(match="aiostream-synth:call:*")]
+        return [str(await client.hget(key, "state")) for key in keys]
+
+
 def _until_a_call_is(redis_url: str, state: str) -> None:
     """Until the store says a call is in ``state`` (the first process wrote it: the condition
     the retry depends on, awaited rather than slept for)."""
 
     async def wait() -> None:
-        async with coredis.Redis.from_url(redis_url, decode_responses=True) as client:
-            with anyio.fail_after(30):
-                while True:
-                    keys = [key async for key in client.scan_iter(match="aiostream-synth:call:*")]
-                    states = [await client.hget(key, "state") for key in keys]
-                    if state in states:
-                        return
-                    await anyio.sleep(0.01)
+        with anyio.fail_after(30):
+            # Another process's write: there is nothing here to await but the store itself.
+            while state not in await _call_states(redis_url):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
 
     anyio.run(wait)
 
@@ -141,15 +144,17 @@ def test_a_non_streaming_resend_on_another_process_gets_the_streams_failure(
 
 def test_live_identical_requests_on_two_processes_are_two_generations(fleet: Fleet) -> None:
     """RL harnesses send identical requests at once on purpose: with a client waiting on the
-    first, the second is its own generation, wherever it lands."""
+    first, the second is its own generation, wherever it lands; and a call nobody may share
+    costs the store nothing (no record, no look-up)."""
     with _client(fleet.one) as first, _client(fleet.two) as second:
         running = first.responses.create(model="slow-1", input="sample", stream=True)
         assert next(iter(running)).type == "response.created"
-        _until_a_call_is(fleet.redis_url, "busy")
+        recorded = anyio.run(_call_states, fleet.redis_url)
         other = list(second.responses.create(model="slow-1", input="sample", stream=True))
         rest = list(running)
     assert other[-1].type == rest[-1].type == "response.completed"
     assert _calls(fleet.upstream) == 2
+    assert recorded == []
 
 
 def test_a_joined_call_whose_process_is_killed_fails_the_retry(
@@ -305,3 +310,41 @@ def test_a_result_travels_whole_and_one_that_is_no_json_is_not_shared() -> None:
     assert _taken(b"") is None
     assert _taken(b'{"retry":true}') is None
     assert _taken(b"not json") is None
+
+
+class _Registry:
+    holder = "me"
+    lease_s = 3.0
+
+
+class _Coalescer:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.linger = 0.9
+        self.window = 10.0
+
+
+@pytest.mark.parametrize("mode", ["retries", "all"])
+def test_only_a_call_that_may_be_shared_is_written_and_looked_up(mode: str) -> None:
+    """With ``retries``, a call is written once its client left (then its changes and its
+    end), never while its client waits; with ``all``, from its start. Only the keys another
+    process announced are looked up; this process's own announcements are not."""
+    fleet = FleetCalls(_Registry())  # type: ignore[arg-type]
+    fleet.bind(_Coalescer(mode))  # type: ignore[arg-type]
+    quiet = fleet.started(b"\x01", True)
+    fleet.ended(b"\x01", quiet, {"answer": 1}, None, "", False)
+    left = fleet.started(b"\x02", True)
+    fleet.waiting(b"\x02", left, busy=False)
+    fleet.waiting(b"\x02", left, busy=True)
+    fleet.ended(b"\x02", left, {"answer": 2}, None, "", False)
+    ops = [(op, key) for op, key, *_ in fleet._queue]
+    if mode == "retries":
+        assert ops == [("r", "02"), ("w", "02"), ("e", "02")]
+    else:
+        assert ops == [("r", "01"), ("e", "01"), ("r", "02"), ("e", "02")]
+    fleet._announced_now("s me 03")
+    fleet._announced_now("s other 04")
+    fleet._announced_now("s other 05")
+    fleet._announced_now("u other 05")
+    fleet._announced_now("s other not-hex")
+    assert [fleet.may_share(bytes([n])) for n in (3, 4, 5)] == [False, True, False]

@@ -99,6 +99,11 @@ class SharedCalls(Protocol):
         forgotten); whether a client elsewhere joined it."""
         ...
 
+    def may_share(self, key: bytes) -> bool:
+        """Whether a call under ``key`` may be shared elsewhere (False: :meth:`follow` would
+        find none; the request starts its call without asking)."""
+        ...
+
     async def follow(
         self, key: bytes, mode: CoalesceMode, stream: bool
     ) -> Callable[[], Any] | None:
@@ -204,6 +209,21 @@ class Coalescer:
         self.attached = 0
         #: How many of them to a call of another process (through ``shared``).
         self.attached_elsewhere = 0
+
+    @property
+    def mode(self) -> CoalesceMode:
+        """Which requests attach (see the module docstring)."""
+        return self._mode
+
+    @property
+    def linger(self) -> float:
+        """Seconds a call whose clients all left waits for a retry."""
+        return self._linger
+
+    @property
+    def window(self) -> float:
+        """Seconds a failed or abandoned call's outcome is kept for a retry."""
+        return self._window
 
     @property
     def across_processes(self) -> bool:
@@ -397,8 +417,10 @@ class _FleetJoin:
         coalescer = self._coalescer
         here = coalescer._calls.get(self._key)
         fleet = coalescer._shared
-        if fleet is not None and (
-            here is None or not here.attachable(coalescer._mode, self._stream)
+        if (
+            fleet is not None
+            and fleet.may_share(self._key)
+            and (here is None or not here.attachable(coalescer._mode, self._stream))
         ):
             elsewhere = await fleet.follow(self._key, coalescer._mode, self._stream)
             if elsewhere is not None:
@@ -409,7 +431,12 @@ class _FleetJoin:
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> Any:
         coalescer = self._coalescer
         here = coalescer._calls.get(self._key)
-        if here is not None and here.attachable(coalescer._mode, self._stream):
+        fleet = coalescer._shared
+        if (
+            fleet is None
+            or not fleet.may_share(self._key)
+            or (here is not None and here.attachable(coalescer._mode, self._stream))
+        ):
             return _Join(coalescer, self._key, self._call, self._stream).start_call(ended)
         return _FleetStart(self, ended)
 

@@ -2,11 +2,14 @@
 :class:`~aiostream_synth._engine.coalesce.SharedCalls` on a store that can share calls (Redis:
 :mod:`aiostream_synth._store.redis_calls`).
 
-This process's calls are told to the store by one writer task, their writes gathered for
-:data:`_BATCH_S` (a wave of requests is a few script calls, not one per request); the clients
-of other processes that join them are heard on this process's channel by a listener task. A
-request with nothing to share here asks the store for a call running or remembered in another
-process and, when it may join it, waits for its outcome there (checking every third of a lease
+A call is written to the store only once it may be shared (with ``--coalesce retries``, when
+its client left or its outcome is kept for a retry; with ``all``, from its start), by one
+writer task that gathers writes for :data:`_BATCH_S`; the store announces those keys to every
+process, which keeps them (:meth:`FleetCalls.may_share`). So a request whose key nobody
+announced, the common case, costs the store nothing: no look-up, no write. The clients of other
+processes that join this process's calls are heard on its own channel by a listener task. A
+request whose key was announced asks the store for that call and, when it may join it, waits
+for its outcome there (checking every third of a lease
 that the process running it lives: a call whose process died fails the request, as a
 transient failure its client may retry, and is forgotten, so the retry starts a fresh one).
 
@@ -18,8 +21,9 @@ and the coalescing rules (deterministic or transient) are those of the original.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-import uuid
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -40,6 +44,8 @@ LOG = logging.getLogger("aiostream_synth.coalesce")
 _BATCH_S = 0.01
 #: Writes per script call.
 _FLUSH_CHUNK = 1000
+#: Keys of other processes' calls kept at most (beyond, the expired ones go, then all).
+_ANNOUNCED_KEPT = 100_000
 #: What a request gets when the process running the call it joined died.
 _STOPPED = (
     "The server running this request's backend call stopped before it answered; "
@@ -54,6 +60,9 @@ class CallRegistry(Protocol):
     @property
     def lease_s(self) -> float: ...
 
+    @property
+    def holder(self) -> str: ...
+
     async def write(self, ops: Sequence[tuple[str, str, str, str, bytes | str]]) -> None: ...
 
     async def join(
@@ -66,7 +75,9 @@ class CallRegistry(Protocol):
 
     async def alive(self, holder: str, key: str, gen: str) -> bool: ...
 
-    async def listen(self, on_message: Callable[[str], object]) -> None: ...
+    async def listen(
+        self, on_message: Callable[[str], object], on_announced: Callable[[str], object]
+    ) -> None: ...
 
 
 class SharedCallFailed(AiostreamSynthError):
@@ -130,20 +141,40 @@ def _raising(failure: BaseException) -> Callable[[], Any]:
     return outcome
 
 
+class _Own:
+    """One of this process's calls, as the store knows it."""
+
+    __slots__ = ("key", "recorded", "stream")
+
+    def __init__(self, key: str, stream: bool) -> None:
+        self.key = key
+        self.stream = stream
+        #: Written to the store (it may be shared, or was).
+        self.recorded = False
+
+
 class FleetCalls:
-    """See the module docstring. :meth:`start` in the app's lifespan, once the coalescer
-    exists (:meth:`bind`)."""
+    """See the module docstring. :meth:`bind` to the coalescer, then :meth:`start` in the
+    app's lifespan."""
 
     def __init__(self, registry: CallRegistry) -> None:
         self._registry = registry
         self._coalescer: Coalescer | None = None
+        self._mode: CoalesceMode = "retries"
         self._queue: list[tuple[str, str, str, str, bytes | str]] = []
         self._wake: anyio.Event | None = None
+        self._numbers = itertools.count()
+        self._own: dict[str, _Own] = {}
+        #: The keys other processes announced as shareable, and until when they are kept.
+        self._announced: dict[bytes, float] = {}
+        self._announced_for = 60.0
         #: Store operations that failed (each logged).
         self.failures = 0
 
     def bind(self, coalescer: Coalescer) -> None:
         self._coalescer = coalescer
+        self._mode = coalescer.mode
+        self._announced_for = max(coalescer.linger, coalescer.window) + 60.0
 
     def start(self, tasks: TaskStarter) -> None:
         tasks.start_soon(self._write)
@@ -151,12 +182,22 @@ class FleetCalls:
 
     # -- this process's calls ------------------------------------------------------------------
     def started(self, key: bytes, stream: bool) -> str:
-        generation = uuid.uuid4().hex
-        self._queued(("s", key.hex(), generation, "1" if stream else "0", ""))
+        generation = f"{self._registry.holder}.{next(self._numbers)}"
+        own = self._own[generation] = _Own(key.hex(), stream)
+        if self._mode == "all":  # shareable from its start
+            own.recorded = True
+            self._queued(("r", own.key, generation, "1" if stream else "0", "busy"))
         return generation
 
     def waiting(self, key: bytes, generation: str, busy: bool) -> None:
-        self._queued(("w", key.hex(), generation, "busy" if busy else "idle", ""))
+        own = self._own.get(generation)
+        if own is None or self._mode == "all":
+            return
+        if not busy and not own.recorded:  # its client left: shareable while it lingers
+            own.recorded = True
+            self._queued(("r", own.key, generation, "1" if own.stream else "0", "idle"))
+        elif own.recorded:
+            self._queued(("w", own.key, generation, "busy" if busy else "idle", ""))
 
     def ended(
         self,
@@ -167,8 +208,11 @@ class FleetCalls:
         share: Literal["any", "nonstream", ""],
         joined: bool,
     ) -> None:
-        outcome = _outcome(result, error) if share or joined else b""
-        self._queued(("e", key.hex(), generation, share, outcome))
+        own = self._own.pop(generation, None)
+        recorded = own is not None and own.recorded
+        if share or recorded or joined:
+            outcome = _outcome(result, error) if share or joined else b""
+            self._queued(("e", key.hex(), generation, share, outcome))
 
     def _queued(self, op: tuple[str, str, str, str, bytes | str]) -> None:
         self._queue.append(op)
@@ -195,10 +239,10 @@ class FleetCalls:
     async def _listen(self) -> None:
         while True:
             try:
-                await self._registry.listen(self._heard)
+                await self._registry.listen(self._heard, self._announced_now)
             except (StoreUnavailable, OSError) as exc:
                 self.failures += 1
-                LOG.warning("clients of other servers joining calls here are not heard: %s", exc)
+                LOG.warning("the calls of other servers are not heard: %s", exc)
             await anyio.sleep(1.0)
 
     def _heard(self, message: str) -> None:
@@ -217,10 +261,42 @@ class FleetCalls:
         elif sign == "-":
             coalescer.left_elsewhere(key, generation)
 
+    def _announced_now(self, message: str) -> None:
+        """``s <holder> <key>``: a call of ``holder`` may be shared; ``u ...``: no longer."""
+        kind, holder, key_hex = ([*message.split(" "), "", ""])[:3]
+        if holder == self._registry.holder:
+            return
+        try:
+            key = bytes.fromhex(key_hex)
+        except ValueError:
+            return
+        if kind == "u":
+            self._announced.pop(key, None)
+        elif kind == "s":
+            if len(self._announced) >= _ANNOUNCED_KEPT:
+                now = time.monotonic()
+                self._announced = {k: t for k, t in self._announced.items() if t > now}
+                if len(self._announced) >= _ANNOUNCED_KEPT:
+                    self._announced.clear()
+            self._announced[key] = time.monotonic() + self._announced_for
+
+    def may_share(self, key: bytes) -> bool:
+        """Whether another process announced a call under ``key`` that may be shared (then,
+        and only then, a request is looked up in the store)."""
+        until = self._announced.get(key)
+        if until is None:
+            return False
+        if until < time.monotonic():
+            del self._announced[key]
+            return False
+        return True
+
     # -- calls elsewhere -----------------------------------------------------------------------
     async def follow(
         self, key: bytes, mode: CoalesceMode, stream: bool
     ) -> Callable[[], Any] | None:
+        if not self.may_share(key):
+            return None
         registry = self._registry
         key_hex = key.hex()
         try:

@@ -1,7 +1,9 @@
 """Coalescing across processes on the Redis store: which backend calls run where, and their
 outcomes, for a retry that reaches another process (issue 31).
 
-Per coalescing key (hex), a hash ``<prefix>call:<key>``: the process running the call (its
+Per coalescing key (hex) of a call that may be shared now or soon (with ``--coalesce
+retries``, once its client left or its outcome is kept for a retry; with ``all``, from its
+start), a hash ``<prefix>call:<key>``: the process running the call (its
 ``holder``, whose lease says it lives), the call's ``gen`` (a random id per call), whether its
 first request streamed, its ``state`` — ``busy`` (a client waits on it), ``idle`` (none does:
 it lingers for a retry) or ``done`` — and, once done, which retries may take its outcome
@@ -12,8 +14,10 @@ A process that joins a running call tells its holder on the channel ``<prefix>ca
 cancelled for want of clients while a client elsewhere waits.
 
 The writes of the process running calls are queued and sent in one script call per flush
-(:data:`_CALLS_SCRIPT`); a join is one script call (:data:`_JOIN_SCRIPT`), atomic, so two
-retries never both join an idle call.
+(:data:`_CALLS_SCRIPT`), which also announces on ``<prefix>calls`` which keys may be shared; a
+process looks a request up in the store only when its key was announced (a call that nobody
+may share costs the store nothing). A join is one script call (:data:`_JOIN_SCRIPT`), atomic,
+so two retries never both join an idle call.
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ __all__ = ["CallOp", "Joined", "RedisCalls"]
 
 _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
 
-#: One queued write: ("s", key, gen, stream "1"/"0", "") started; ("w", key, gen, "busy"/"idle",
-#: "") its clients; ("e", key, gen, share, outcome JSON or "") ended.
+#: One queued write: ("r", key, gen, stream "1"/"0", "busy"/"idle") the call's record (once it
+#: may be shared); ("w", key, gen, "busy"/"idle", "") whether a client waits on it; ("e", key,
+#: gen, share, outcome JSON or "") its end. Each is announced on ``<prefix>calls`` (``s <holder>
+#: <key>``: it may be shared now; ``u ...``: no longer), so that the other processes look up
+#: only the calls they may share.
 CallOp = tuple[str, str, str, str, bytes | str]
 
 #: A call joined: ("joined", gen, holder) running elsewhere, or ("done", gen, holder) whose
@@ -45,27 +52,33 @@ Joined = tuple[Literal["joined", "done"], str, str]
 _CALLS_SCRIPT = """
 local prefix, holder = ARGV[1], ARGV[2]
 local running_ttl, window_ttl, outcome_ttl = ARGV[3], ARGV[4], ARGV[5]
+local channel = prefix .. 'calls'
 local i = 6
 while i <= #ARGV do
   local op, key, gen, a, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   i = i + 5
   local call = prefix .. 'call:' .. key
-  if op == 's' then
-    redis.call('HSET', call, 'holder', holder, 'gen', gen, 'stream', a, 'state', 'busy',
+  local mine = redis.call('HGET', call, 'gen')
+  if op == 'r' then
+    redis.call('HSET', call, 'holder', holder, 'gen', gen, 'stream', a, 'state', b,
                'share', '', 'joined', '0')
     redis.call('EXPIRE', call, running_ttl)
+    redis.call('PUBLISH', channel, 's ' .. holder .. ' ' .. key)
   elseif op == 'w' then
-    if redis.call('HGET', call, 'gen') == gen then redis.call('HSET', call, 'state', a) end
+    if mine == gen then
+      redis.call('HSET', call, 'state', a)
+      redis.call('PUBLISH', channel, (a == 'idle' and 's ' or 'u ') .. holder .. ' ' .. key)
+    end
   else
     local joined = false
-    if redis.call('HGET', call, 'gen') == gen then
-      joined = redis.call('HGET', call, 'joined') == '1'
-      if a == '' then
-        redis.call('DEL', call)
-      else
-        redis.call('HSET', call, 'state', 'done', 'share', a)
-        redis.call('EXPIRE', call, window_ttl)
-      end
+    if mine == gen then joined = redis.call('HGET', call, 'joined') == '1' end
+    if a ~= '' and (not mine or mine == gen) then
+      redis.call('HSET', call, 'holder', holder, 'gen', gen, 'state', 'done', 'share', a)
+      redis.call('EXPIRE', call, window_ttl)
+      redis.call('PUBLISH', channel, 's ' .. holder .. ' ' .. key)
+    elseif mine == gen then
+      redis.call('DEL', call)
+      redis.call('PUBLISH', channel, 'u ' .. holder .. ' ' .. key)
     end
     if b ~= '' or joined then
       local out = prefix .. 'callx:' .. gen
@@ -205,17 +218,28 @@ class RedisCalls:
             raise self._fail(exc) from None
         return False
 
-    async def listen(self, on_message: Callable[[str], object]) -> None:
-        """Call ``on_message`` with each message told to this process, until cancelled."""
+    async def listen(
+        self, on_message: Callable[[str], object], on_announced: Callable[[str], object]
+    ) -> None:
+        """Call ``on_message`` with each message told to this process, and ``on_announced``
+        with each announcement of the calls that may be shared, until cancelled."""
 
         def heard(message: Any) -> None:
             data = message.get("data")
             if isinstance(data, bytes | str):
                 on_message(_text(data))
 
+        def announced(message: Any) -> None:
+            data = message.get("data")
+            if isinstance(data, bytes | str):
+                on_announced(_text(data))
+
         try:
             async with self._client.pubsub(
-                channel_handlers={f"{self._prefix}calls:{self.holder}": heard},
+                channel_handlers={
+                    f"{self._prefix}calls:{self.holder}": heard,
+                    f"{self._prefix}calls": announced,
+                },
                 ignore_subscribe_messages=True,
             ):
                 await anyio.sleep_forever()
