@@ -428,6 +428,32 @@ class BackgroundResponses:
         """Background responses being generated in this process now."""
         return len(self._live)
 
+    # -- responses kept as they stream (not background) -----------------------------------------
+    @property
+    def writes_behind(self) -> bool:
+        """Whether writes can be queued for the writer task (the lifespan runs it)."""
+        return self._tasks is not None
+
+    def keep_later(self, response_id: str, creation: Creation) -> None:
+        """Start keeping a response through the writer (a wave's records: a few batches, no
+        round trip before each stream)."""
+        self._write_later(response_id, [], None, False, creation)
+
+    def finish_later(self, response_id: str, obj: dict[str, Any]) -> None:
+        """A kept response's final object, through the writer."""
+        self._write_later(response_id, [], orjson.dumps(obj), True)
+
+    async def forget(self, response_id: str) -> None:
+        """Drop a kept response (its stream ended without its answer): once what is queued
+        of it is written, so that no creation lands after the delete."""
+        await self._until_written(response_id)
+        await self._keep(self.store.delete(response_id))
+
+    async def until_written(self, response_id: str) -> None:
+        """Until this process's queued writes of ``response_id`` reached the store (a request
+        continuing it reads it there)."""
+        await self._until_written(response_id)
+
     # -- create ------------------------------------------------------------------------------
     async def create(
         self,

@@ -19,7 +19,7 @@ from aiostream_synth._dialects.base import Storage
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = ["continue_chain", "finish_kept", "keep_finished", "start_kept"]
+__all__ = ["continue_chain", "final_object", "finish_kept", "keep_finished", "start_kept"]
 
 LOG = logging.getLogger("aiostream_synth.background")
 
@@ -80,7 +80,7 @@ async def keep_finished(
 ) -> bool:
     """Store a finished response (from its stream's last write, or a non-streaming result) for
     retrieval and continuation; a store failure is logged (False), the answer already sent."""
-    obj = result if result is not None else _final_object(storage, last_write)
+    obj = result if result is not None else final_object(storage, last_write)
     response_id = obj.get("id") if isinstance(obj, dict) else None
     if not isinstance(response_id, str) or obj is None:
         return True
@@ -115,7 +115,7 @@ async def finish_kept(
     """A streamed response's end: its final object from the stream's final write; a stream
     that ended without one (its client left) leaves no record. False when the store failed
     (logged)."""
-    obj = _final_object(storage, last_write)
+    obj = final_object(storage, last_write)
     try:
         if obj is None:
             await store.delete(response_id)
@@ -133,7 +133,7 @@ def _write_failed(response_id: str, exc: BaseException) -> bool:
     return False
 
 
-def _final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
+def final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
     """The response a stream's final write ends with (its terminal event's), if it does."""
     for frame in reversed((last_write or b"").split(b"\n\n")):
         event = storage.event(frame + b"\n\n") if frame else None

@@ -16,7 +16,13 @@ from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_answer
 from aiostream_synth._serving.asgi_types import Message, Receive, Send
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
-from aiostream_synth._serving.chains import continue_chain, finish_kept, keep_finished, start_kept
+from aiostream_synth._serving.chains import (
+    continue_chain,
+    final_object,
+    finish_kept,
+    keep_finished,
+    start_kept,
+)
 from aiostream_synth._serving.pipeline import (
     CompletionBackend,
     DisconnectHook,
@@ -25,6 +31,7 @@ from aiostream_synth._serving.pipeline import (
     backend_call,
     background_refused,
 )
+from aiostream_synth._store.base import Creation
 
 __all__ = ["Chain", "Keep", "start_background", "stored_route"]
 
@@ -75,6 +82,8 @@ class Keep:
     async def result(self, result: dict[str, Any]) -> None:
         """A non-streaming answer: stored under its own id."""
         background = self.background
+        # Directly: its id is the backend's, which may repeat one kept before (a creation
+        # through the writer would not replace that record, as this does).
         if not await keep_finished(
             background.store, self.storage, None, result, self.owner, self.input_items
         ):
@@ -82,9 +91,12 @@ class Keep:
 
     async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
         """Store the response under a fresh id before it streams; its stream's dialect."""
-        self.response_id = self.storage.new_id()
+        response_id = self.response_id = self.storage.new_id()
         background = self.background
-        if not await start_kept(background.store, self.response_id, self.owner, self.input_items):
+        if background.writes_behind:  # no round trip before the stream starts
+            obj = {"id": response_id, "object": "response", "status": "in_progress"}
+            background.keep_later(response_id, Creation(self.owner, obj, self.input_items))
+        elif not await start_kept(background.store, response_id, self.owner, self.input_items):
             background.store_failures += 1
         self.input_items = None
         return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
@@ -107,6 +119,13 @@ class Keep:
         client left), its record dropped."""
         if self.response_id is not None:
             background = self.background
+            if background.writes_behind:
+                obj = final_object(self.storage, self.last_write)
+                if obj is None:
+                    await background.forget(self.response_id)
+                else:
+                    background.finish_later(self.response_id, obj)
+                return
             if not await finish_kept(
                 background.store, self.storage, self.response_id, self.last_write
             ):
@@ -139,8 +158,12 @@ class Chain:
         owner = owner_of(self.headers)
         upstream_api = self.settings.upstream_api
         bridged = upstream_api is not None and upstream_api != self.spec.name
+        parsed = parse_json_body(raw)
+        previous = self.storage.previous(parsed)
+        if previous is not None:  # this process's last writes of it first
+            await self.background.until_written(previous)
         body, input_items, served = await continue_chain(
-            self.background.store, self.storage, parse_json_body(raw), owner, bridged=bridged
+            self.background.store, self.storage, parsed, owner, bridged=bridged
         )
         keep = self.keep = Keep(self.background, self.storage, body, input_items, owner, served)
         return keep.take_body(), keep.served
