@@ -225,7 +225,8 @@ def test_the_bridging_block(upstream: str) -> None:
 
 # -- the blocks that are not Python ------------------------------------------------------------
 #: Programs a shell block may name besides ``aiostream-synth`` and ``curl`` (checked below).
-_OTHER_PROGRAMS = frozenset({"python3", "export", "claude", "codex"})
+#: (``docker`` and ``kubectl`` run what ``deploy/`` holds: tests/test_deploy.py runs that here.)
+_OTHER_PROGRAMS = frozenset({"python3", "export", "claude", "codex", "docker", "kubectl"})
 
 
 def _command_lines(text: str) -> list[str]:
