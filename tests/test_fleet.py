@@ -6,6 +6,7 @@ process on asyncio (uvicorn), the other on trio (hypercorn); the upstream counts
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import anyio
@@ -210,6 +211,41 @@ def test_a_joined_call_whose_process_is_killed_fails_the_retry(
     assert calls_before == 1
     assert fresh.status == "completed"
     assert _calls(fake) == 2
+
+
+def test_a_draining_process_finishes_a_call_a_client_elsewhere_waits_on(
+    redis_url: str, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """SIGTERM on the process running a call that a retry on another process joined: its
+    drain waits for the call and for its outcome to reach the store, so the retry's stream
+    ends with the answer, not cut (the process has no stream of its own left to wait for)."""
+    fake, upstream_url = upstream
+    anyio.run(_clear, redis_url)
+    config = ProxyConfig(keepalive_s=0.2, store=redis_url, upstream=f"{upstream_url}/v1")
+    with (
+        serve_cli(
+            *("--store", redis_url, "--upstream", f"{upstream_url}/v1", "--keepalive-s", "0.2")
+        ) as (owner, one),
+        serve(ProxyApp(config), "hypercorn-trio", lifespan=True) as two,
+        _client(one) as first,
+        _client(two) as second,
+    ):
+        dropped = first.responses.create(model="slow-2", input="drained", stream=True)
+        assert next(iter(dropped)).type == "response.created"
+        dropped.close()
+        _until_a_call_is(redis_url, "idle")
+        waiting = second.responses.create(model="slow-2", input="drained", stream=True)
+        opening = next(iter(waiting))
+        _until_a_call_is(redis_url, "busy")  # joined
+        owner.send_signal(signal.SIGTERM)
+        rest = list(waiting)
+        stopped = owner.wait(timeout=60)
+    assert opening.type == "response.created"
+    completed = rest[-1]
+    assert isinstance(completed, ResponseCompletedEvent)
+    assert completed.response.output_text == "upstream answer"
+    assert _calls(fake) == 1
+    assert stopped == 0
 
 
 def _metric(url: str, name: str) -> int:

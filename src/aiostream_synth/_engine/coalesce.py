@@ -48,6 +48,7 @@ import anyio.abc
 import orjson
 
 from aiostream_synth._engine.runtime import Event, Linger, Lingered, Runtime, current_runtime
+from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._wire.errors import StreamAborted
 from aiostream_synth._wire.failures import is_transient
@@ -196,10 +197,14 @@ class Coalescer:
         linger: float = 0.9,
         window: float = 10.0,
         shared: SharedCalls | None = None,
+        drain: ShutdownSignal | None = None,
     ) -> None:
         if mode not in ("retries", "all", "off"):
             raise ValueError("mode must be 'retries', 'all' or 'off'")
         self._shared = shared
+        #: Held while a client of another process waits on a call here, so that a drain
+        #: lets the call end for it.
+        self._drain = drain
         self._group = task_group
         self._mode = mode
         self._linger = linger
@@ -291,12 +296,16 @@ class Coalescer:
             shared.elsewhere += 1
             shared.joined = True
             shared.attach()
+            if self._drain is not None:
+                self._drain.hold(shared)
 
     def left_elsewhere(self, key: bytes, generation: str) -> None:
         """That client stopped waiting."""
         shared = self._calls.get(key)
         if shared is not None and shared.generation == generation and shared.elsewhere > 0:
             shared.elsewhere -= 1
+            if shared.elsewhere == 0 and self._drain is not None:
+                self._drain.release(shared)
             if not shared.done:
                 self._left(shared, key)
 
@@ -330,6 +339,9 @@ class Coalescer:
                     "" if lingered else _share(shared),
                     shared.joined,
                 )
+            if self._drain is not None and shared.elsewhere:
+                # Its outcome is on its way to them (``ended`` holds the drain until written).
+                self._drain.release(shared)
         if not lingered and (shared.error is not None or shared.abandoned):
             # Remembered for a retry: a failure (served as ``attachable`` says), or a result
             # nobody was waiting for any more.

@@ -3,6 +3,8 @@
 :class:`ShutdownSignal` tracks the streams an application has open. ``await shutdown(drain)``
 refuses new streams, lets open ones finish for up to ``drain`` seconds, then aborts the rest,
 each ending with its dialect's terminal failure ("server shutting down") instead of being cut.
+Other work the drain waits for (a backend call a client of another process waits on) is
+*held* (:meth:`ShutdownSignal.hold`) until it is released.
 It is plain anyio, so it works the same on asyncio and trio.
 """
 
@@ -23,6 +25,8 @@ class ShutdownSignal:
 
     def __init__(self) -> None:
         self._streams: set[SynthesizedStream] = set()
+        #: Work other than this process's streams that the drain waits for.
+        self._held: set[object] = set()
         self._closing = False
         self._drained: anyio.Event | None = None
 
@@ -39,9 +43,20 @@ class ShutdownSignal:
         """Register ``stream`` for the duration of the ``with`` block (an adapter's request)."""
         return _Tracked(self, stream)
 
+    def hold(self, work: object) -> None:
+        """Let the drain wait for ``work`` too, until :meth:`release`."""
+        self._held.add(work)
+
+    def release(self, work: object) -> None:
+        self._held.discard(work)
+        self._maybe_drained()
+
     def _release(self, stream: SynthesizedStream) -> None:
         self._streams.discard(stream)
-        if not self._streams and self._drained is not None:
+        self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if not self._streams and not self._held and self._drained is not None:
             self._drained.set()
 
     async def shutdown(
@@ -49,7 +64,7 @@ class ShutdownSignal:
     ) -> int:
         """Refuse new streams, wait up to ``drain_timeout`` s, abort what is left; return how many."""
         self._closing = True
-        if self._streams:
+        if self._streams or self._held:
             self._drained = anyio.Event()
             with anyio.move_on_after(drain_timeout):
                 await self._drained.wait()

@@ -285,7 +285,7 @@ class SynthesizingApp:
         """Coalescing across the processes sharing the store, when it can share calls."""
         store = self.background.store if self.background is not None else None
         calls = getattr(store, "calls", None)
-        return FleetCalls(calls(window_s=window)) if callable(calls) else None
+        return FleetCalls(calls(window_s=window), self.shutdown) if callable(calls) else None
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -311,6 +311,7 @@ class SynthesizingApp:
                         linger=settings.coalesce_linger,
                         window=settings.coalesce_window,
                         shared=fleet,
+                        drain=self.shutdown,
                     )
                     if fleet is not None:
                         fleet.bind(self.coalescer)

@@ -31,6 +31,7 @@ import anyio
 import orjson
 
 from aiostream_synth._engine.coalesce import CoalesceMode, Coalescer
+from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._wire.errors import AiostreamSynthError
@@ -157,8 +158,10 @@ class FleetCalls:
     """See the module docstring. :meth:`bind` to the coalescer, then :meth:`start` in the
     app's lifespan."""
 
-    def __init__(self, registry: CallRegistry) -> None:
+    def __init__(self, registry: CallRegistry, drain: ShutdownSignal | None = None) -> None:
         self._registry = registry
+        #: Held from the end of a call a client elsewhere joined until its outcome is written.
+        self._drain = drain
         self._coalescer: Coalescer | None = None
         self._mode: CoalesceMode = "retries"
         self._queue: list[tuple[str, str, str, str, bytes | str]] = []
@@ -212,7 +215,10 @@ class FleetCalls:
         recorded = own is not None and own.recorded
         if share or recorded or joined:
             outcome = _outcome(result, error) if share or joined else b""
-            self._queued(("e", key.hex(), generation, share, outcome))
+            op = ("e", key.hex(), generation, share, outcome)
+            if joined and self._drain is not None:
+                self._drain.hold(op)  # a drain lets the outcome reach them
+            self._queued(op)
 
     def _queued(self, op: tuple[str, str, str, str, bytes | str]) -> None:
         self._queue.append(op)
@@ -230,11 +236,16 @@ class FleetCalls:
             await anyio.sleep(_BATCH_S)
             batch, self._queue = self._queue, []
             for start in range(0, len(batch), _FLUSH_CHUNK):
+                chunk = batch[start : start + _FLUSH_CHUNK]
                 try:
-                    await self._registry.write(batch[start : start + _FLUSH_CHUNK])
+                    await self._registry.write(chunk)
                 except (StoreUnavailable, OSError) as exc:
                     self.failures += 1
                     LOG.warning("calls not shared with the other servers: %s", exc)
+                finally:
+                    if self._drain is not None:
+                        for op in chunk:
+                            self._drain.release(op)
 
     async def _listen(self) -> None:
         while True:
