@@ -284,18 +284,26 @@ async def test_a_response_of_a_process_that_never_held_its_lease_is_abandoned(
     redis_url: str,
 ) -> None:
     """No lease at all (the process died before taking it, or never ran ``hold``): abandoned
-    as soon as read; a finished one never is; the lease itself is checked."""
-    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+    as soon as another process reads it (never to the process that holds it: without its
+    lifespan it has no lease, and its responses are its own); a finished one never is; the
+    lease itself is checked."""
+    prefix = f"t{uuid.uuid4().hex}:"
+    async with (
+        RedisStore(redis_url, prefix=prefix) as store,
+        RedisStore(redis_url, prefix=prefix) as other,
+    ):
         await store.create("r1", "o", {"id": "r1"})
         await store.create("r2", "o", {"id": "r2"})
         await store.append("r2", [], {"id": "r2", "status": "completed"}, done=True)
-        r1, r2 = await store.get("r1"), await store.get("r2")
+        r1, r2, own = await other.get("r1"), await other.get("r2"), await store.get("r1")
         assert r1 is not None
         assert r1.abandoned
         assert r2 is not None
         assert not r2.abandoned
-        assert await store.end_abandoned("r1", [], {"id": "r1", "status": "failed"})
-        assert await store.events("r1", -1) == []  # no events kept: only the object
+        assert own is not None
+        assert not own.abandoned
+        assert await other.end_abandoned("r1", [], {"id": "r1", "status": "failed"})
+        assert await other.events("r1", -1) == []  # no events kept: only the object
     with pytest.raises(ValueError, match="lease_s must be"):
         RedisStore(redis_url, lease_s=0)
 

@@ -54,12 +54,12 @@ class StoreFigures:
     #: responses and bytes held, and how many were evicted (over ``--store-max-bytes``) or
     #: expired (``--store-ttl-s`` after their last event).
     held: int | None = None
-    #: Requests that shared a backend call another process ran (None without coalescing across
-    #: processes: a store that cannot share calls, or ``--coalesce off``).
-    joined_elsewhere: int | None = None
     held_bytes: int | None = None
     evicted: int | None = None
     expired: int | None = None
+    #: Requests that shared a backend call another process ran (None without coalescing across
+    #: processes: a store that cannot share calls, or ``--coalesce off``).
+    joined_elsewhere: int | None = None
 
 
 _STORE_SERIES = (

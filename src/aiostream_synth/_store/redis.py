@@ -111,11 +111,11 @@ return 0
 """
 
 
-#: Whether a response is abandoned: in progress, and its holder's lease key gone. KEYS: its
-#: hash; ARGV: the lease keys' prefix. 1: abandoned.
+#: Whether a response is abandoned: in progress, another process's, and its holder's lease key
+#: gone. KEYS: its hash; ARGV: the lease keys' prefix, this process's holder. 1: abandoned.
 _ABANDONED_SCRIPT = """
 local f = redis.call('HMGET', KEYS[1], 'done', 'holder')
-if f[1] ~= '0' or not f[2] then return 0 end
+if f[1] ~= '0' or not f[2] or f[2] == ARGV[2] then return 0 end
 return 1 - redis.call('EXISTS', ARGV[1] .. f[2])
 """
 
@@ -315,7 +315,9 @@ class RedisStore:
                     asked_fields = pipe.hgetall(record)
                     asked_last = pipe.xrevrange(stream, "+", "-", count=1)
                     asked_progress = pipe.hget(self._progress_key, response_id)
-                    asked_abandoned = pipe.eval(_ABANDONED_SCRIPT, [record], [self._lease_prefix])
+                    asked_abandoned = pipe.eval(
+                        _ABANDONED_SCRIPT, [record], [self._lease_prefix, self.holder]
+                    )
                 fields = await asked_fields
                 last = await asked_last
                 progress = await asked_progress
