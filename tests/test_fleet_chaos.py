@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 from .support.cli_server import wait_until_healthy
 from .support.fake_upstream import FakeUpstream
 from .support.properties import property_settings
-from .support.redis_server import require_redis
+from .support.redis_server import redis_command, require_redis, until_redis_answers
 from .support.servers import free_port, serve
 
 pytestmark = pytest.mark.timeout(600)
@@ -61,37 +60,12 @@ class _Process:
 
 
 def _redis(port: int, data: str) -> _Process:
-    binary = require_redis()
-    return _Process(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            data,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--protected-mode",
-            "no",
-        ]
-    )
+    return _Process(redis_command(port, data))
 
 
-def _until_redis_answers(port: int) -> None:
-    """Until the Redis on ``port`` answers a PING (bounded by the test's timeout)."""
-    while True:
-        with (
-            contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", port)) as connection,
-        ):
-            connection.sendall(b"PING\r\n")
-            if connection.recv(16).startswith(b"+PONG"):
-                return
-        time.sleep(0.02)
+def _until_redis_answers(redis: _Process, port: int) -> None:
+    assert redis.process is not None
+    until_redis_answers(redis.process, port)
 
 
 def _replica(port: int, store: str, upstream: str) -> _Process:
@@ -146,7 +120,7 @@ def _fleet() -> Iterator[tuple[_Process, _Process, _Process, str]]:
         two = _replica(two_port, store, f"{upstream_url}/v1")
         try:
             redis.start()
-            _until_redis_answers(redis_port)
+            _until_redis_answers(redis, redis_port)
             _restart(one)
             _restart(two)
             yield redis, one, two, f"http://127.0.0.1:{two_port}"
@@ -204,7 +178,7 @@ def test_every_stream_of_a_surviving_replica_ends_with_a_terminal_event(
             else:
                 redis.kill()
                 redis.start()
-                _until_redis_answers(int(redis.command[2]))
+                _until_redis_answers(redis, int(redis.command[2]))
         deadline = time.monotonic() + BUDGET_S + 90
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

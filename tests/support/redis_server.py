@@ -29,43 +29,40 @@ def require_redis() -> str:
     return REDIS_SERVER
 
 
+def redis_command(port: int, data: str) -> list[str]:
+    """The command of a server on ``port`` keeping its files in ``data``, persisting nothing."""
+    binary = require_redis()
+    return [
+        *(binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", data),
+        *("--save", "", "--appendonly", "no", "--protected-mode", "no"),
+    ]
+
+
+def until_redis_answers(process: subprocess.Popen[bytes], port: int) -> None:
+    """Until the server on ``port`` takes a PING (the test's timeout bounds it); a
+    :class:`RuntimeError` when its process ends first."""
+    while process.poll() is None:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port)) as s,
+        ):
+            s.sendall(b"PING\r\n")
+            if s.recv(16).startswith(b"+PONG"):
+                return
+        time.sleep(0.02)
+    raise RuntimeError("redis-server did not start")
+
+
 @contextlib.contextmanager
 def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A running server: its ``redis://`` URL and its process (a test may kill it)."""
-    binary = require_redis()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="aiostream-synth-redis-") as data:
         process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                data,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            redis_command(port, data), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:
-            while process.poll() is None:  # until it takes a PING (the test's timeout bounds it)
-                with (
-                    contextlib.suppress(OSError),
-                    socket.create_connection(("127.0.0.1", port)) as s,
-                ):
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        break
-                time.sleep(0.02)
-            else:
-                raise RuntimeError("redis-server did not start")
+            until_redis_answers(process, port)
             yield f"redis://127.0.0.1:{port}/0", process
         finally:
             process.kill()

@@ -405,25 +405,13 @@ class _Join:
         return listener
 
 
-class _FleetJoin:
+class _FleetJoin(_Join):
     """One request's backend function when processes share a store: a call to share here
     first, else one running or remembered elsewhere (its outcome awaited), else a new call
     here. Awaited (a non-streaming request), or started (an engine stream: the look-up in a
     task of the coalescer's group, then, for a call here, no task at all)."""
 
-    __slots__ = ("_call", "_coalescer", "_key", "_stream")
-
-    def __init__(
-        self,
-        coalescer: Coalescer,
-        key: bytes,
-        call: Callable[[], Awaitable[Any]],
-        stream: bool,
-    ) -> None:
-        self._coalescer = coalescer
-        self._key = key
-        self._call = call
-        self._stream = stream
+    __slots__ = ()
 
     async def __call__(self) -> Any:
         coalescer = self._coalescer
@@ -438,7 +426,7 @@ class _FleetJoin:
             if elsewhere is not None:
                 coalescer.attached_elsewhere += 1
                 return elsewhere()
-        return await _Join(coalescer, self._key, self._call, self._stream)()
+        return await super().__call__()
 
     def start_call(self, ended: Callable[[Any, BaseException | None], None]) -> Any:
         coalescer = self._coalescer
@@ -449,7 +437,7 @@ class _FleetJoin:
             or not fleet.may_share(self._key)
             or (here is not None and here.attachable(coalescer._mode, self._stream))
         ):
-            return _Join(coalescer, self._key, self._call, self._stream).start_call(ended)
+            return super().start_call(ended)
         return _FleetStart(self, ended)
 
 

@@ -886,14 +886,7 @@ class BackgroundResponses:
             try:
                 stored = await self.store.get(response_id)
             except StoreUnavailable as exc:
-                self.store_failures += 1
-                LOG.warning("store read failed: %s", exc)
-                await _send_error(
-                    send,
-                    spec.error_response(
-                        503, f"The response store is unavailable: {exc}", code="store_unavailable"
-                    ),
-                )
+                await self._store_failed(spec, send, "store read failed: %s", exc)
                 return
         if (live is None or live.owner != owner) and (stored is None or stored.owner != owner):
             await _send_error(
@@ -907,13 +900,8 @@ class BackgroundResponses:
             try:
                 stored = await self._end_abandoned(storage, response_id, stored)
             except StoreUnavailable as exc:
-                self.store_failures += 1
-                LOG.warning("store failed while ending %s: %s", response_id, exc)
-                await _send_error(
-                    send,
-                    spec.error_response(
-                        503, f"The response store is unavailable: {exc}", code="store_unavailable"
-                    ),
+                await self._store_failed(
+                    spec, send, f"store failed while ending {response_id}: %s", exc
                 )
                 return
             if stored is None:  # deleted meanwhile
@@ -994,6 +982,18 @@ class BackgroundResponses:
             return
         await self._follow(storage, live, response_id, after, receive, send, [])
 
+    async def _store_failed(
+        self, spec: DialectSpec, send: Send, what: str, exc: StoreUnavailable
+    ) -> None:
+        """A store operation of a request failed: counted, logged (``what`` % ``exc``), and
+        answered 503."""
+        self.store_failures += 1
+        LOG.warning(what, exc)
+        error = spec.error_response(
+            503, f"The response store is unavailable: {exc}", code="store_unavailable"
+        )
+        await _send_error(send, error)
+
     async def _end_abandoned(
         self, storage: Storage, response_id: str, stored: StoredResponse
     ) -> StoredResponse | None:
@@ -1046,13 +1046,8 @@ class BackgroundResponses:
                         break
                     stored = again
         except StoreUnavailable as exc:
-            self.store_failures += 1
-            LOG.warning("store failed while cancelling %s: %s", response_id, exc)
-            await _send_error(
-                send,
-                spec.error_response(
-                    503, f"The response store is unavailable: {exc}", code="store_unavailable"
-                ),
+            await self._store_failed(
+                spec, send, f"store failed while cancelling {response_id}: %s", exc
             )
             return None
         if stored.done:
