@@ -378,9 +378,9 @@ class ProxyApp:
         background = self.synth.background
         if background is None:
             return None
-        figures = StoreFigures(
-            background.generating, background.store_failures, background.abandoned
-        )
+        fleet = self.synth.fleet
+        failures = background.store_failures + (fleet.failures if fleet is not None else 0)
+        figures = StoreFigures(background.generating, failures, background.abandoned)
         coalescer = self.synth.coalescer
         if coalescer is not None and coalescer.across_processes:
             figures = dataclasses.replace(figures, joined_elsewhere=coalescer.attached_elsewhere)

@@ -46,7 +46,7 @@ class StoreFigures:
 
     #: Background responses this process is generating.
     generating: int
-    #: Store operations that failed (each logged) since startup.
+    #: Store operations that failed (each logged) since startup, sharing calls' included.
     failures: int
     #: Responses of another process that stopped, ended here as failed, since startup.
     abandoned: int = 0

@@ -217,6 +217,8 @@ class SynthesizingApp:
         )
         #: Shares backend calls between a request and its retries (set up by the lifespan).
         self.coalescer: Coalescer | None = None
+        #: Coalescing across the processes sharing the store (set up by the lifespan).
+        self.fleet: FleetCalls | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -316,6 +318,7 @@ class SynthesizingApp:
                     if fleet is not None:
                         fleet.bind(self.coalescer)
                         fleet.start(backend_tasks)
+                        self.fleet = fleet
                 if self.background is not None:
                     self.background.start(backend_tasks)
                     await self.background.lease_taken()
@@ -329,5 +332,6 @@ class SynthesizingApp:
                 # no task outlives the lifespan.
                 self._backend_tasks = None
                 self.coalescer = None
+                self.fleet = None
                 backend_tasks.cancel_all()
         await send({"type": "lifespan.shutdown.complete"})
