@@ -468,9 +468,8 @@ class _FleetStart:
             elsewhere = None
         if self._ended is None:
             return  # the stream stopped waiting meanwhile
-        if elsewhere is None:
-            inner = _Join(coalescer, join._key, join._call, join._stream).start_call(self._tell)
-            self._inner = inner
+        if elsewhere is None:  # a call here, as without other processes
+            self._inner = _Join.start_call(join, self._tell)
             return
         coalescer.attached_elsewhere += 1
         try:

@@ -439,9 +439,9 @@ class BackgroundResponses:
         round trip before each stream)."""
         self._write_later(response_id, [], None, False, creation)
 
-    def finish_later(self, response_id: str, obj: dict[str, Any]) -> None:
-        """A kept response's final object, through the writer."""
-        self._write_later(response_id, [], orjson.dumps(obj), True)
+    def finish_later(self, response_id: str, obj_json: bytes) -> None:
+        """A kept response's final object (serialized), through the writer."""
+        self._write_later(response_id, [], obj_json, True)
 
     async def forget(self, response_id: str) -> None:
         """Drop a kept response (its stream ended without its answer): once what is queued

@@ -15,11 +15,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
+
 from aiostream_synth._dialects.base import Storage
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = ["continue_chain", "final_object", "finish_kept", "keep_finished", "start_kept"]
+__all__ = [
+    "continue_chain",
+    "final_object_json",
+    "finish_kept",
+    "in_progress",
+    "keep_finished",
+    "start_kept",
+]
 
 LOG = logging.getLogger("aiostream_synth.background")
 
@@ -98,12 +107,7 @@ async def start_kept(
     """A streamed response's record, from its start (in progress, with its whole input);
     False when the store failed (logged)."""
     try:
-        await store.create(
-            response_id,
-            owner,
-            {"id": response_id, "object": "response", "status": "in_progress"},
-            input_items=input_items,
-        )
+        await store.create(response_id, owner, in_progress(response_id), input_items=input_items)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)
     return True
@@ -133,10 +137,22 @@ def _write_failed(response_id: str, exc: BaseException) -> bool:
     return False
 
 
-def final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
-    """The response a stream's final write ends with (its terminal event's), if it does."""
+def in_progress(response_id: str) -> dict[str, Any]:
+    """A streamed response's record while it streams."""
+    return {"id": response_id, "object": "response", "status": "in_progress"}
+
+
+def final_object_json(storage: Storage, last_write: bytes | None) -> bytes | None:
+    """The response a stream's final write ends with (its terminal event's), serialized as
+    the event carries it, if it does."""
     for frame in reversed((last_write or b"").split(b"\n\n")):
         event = storage.event(frame + b"\n\n") if frame else None
         if event is not None:
-            return event.response if event.terminal else None
+            return event.response_json if event.terminal else None
     return None
+
+
+def final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
+    """:func:`final_object_json`, parsed."""
+    raw = final_object_json(storage, last_write)
+    return None if raw is None else orjson.loads(raw)

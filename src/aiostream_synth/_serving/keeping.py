@@ -18,8 +18,9 @@ from aiostream_synth._serving.asgi_types import Message, Receive, Send
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
 from aiostream_synth._serving.chains import (
     continue_chain,
-    final_object,
+    final_object_json,
     finish_kept,
+    in_progress,
     keep_finished,
     start_kept,
 )
@@ -94,8 +95,8 @@ class Keep:
         response_id = self.response_id = self.storage.new_id()
         background = self.background
         if background.writes_behind:  # no round trip before the stream starts
-            obj = {"id": response_id, "object": "response", "status": "in_progress"}
-            background.keep_later(response_id, Creation(self.owner, obj, self.input_items))
+            creation = Creation(self.owner, in_progress(response_id), self.input_items)
+            background.keep_later(response_id, creation)
         elif not await start_kept(background.store, response_id, self.owner, self.input_items):
             background.store_failures += 1
         self.input_items = None
@@ -120,7 +121,8 @@ class Keep:
         if self.response_id is not None:
             background = self.background
             if background.writes_behind:
-                obj = final_object(self.storage, self.last_write)
+                # The object as the terminal event carries it: stored without a parse.
+                obj = final_object_json(self.storage, self.last_write)
                 if obj is None:
                     await background.forget(self.response_id)
                 else:
