@@ -13,7 +13,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 ROOT = pathlib.Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
-nox.options.sessions = ["tests", "tests-lowest", "lint", "typecheck", "docs"]
+nox.options.sessions = ["tests", "tests-lowest", "ray", "lint", "typecheck", "docs"]
 nox.options.reuse_venv = "yes"
 # Locally a missing interpreter is skipped; on CI (CI=true) nox turns a missing one into an error.
 nox.options.error_on_missing_interpreters = bool(os.environ.get("CI"))
@@ -86,6 +86,19 @@ def tests_lowest(session: nox.Session) -> None:
     )
     _install_node_clients(session)
     session.run("pytest", *session.posargs, env={"PYTHONDEVMODE": "1"})
+
+
+@nox.session(python="3.12")
+def ray(session: nox.Session) -> None:
+    """The Ray Serve deployment (deploy/ray/) run by ``serve run`` on a local Ray cluster:
+    tests/test_ray_serve.py, which the other sessions skip (Ray is too big for every venv)."""
+    session.install(".[proxy]", *_group("test"), *_group("ray"))
+    session.run(
+        "pytest",
+        "tests/test_ray_serve.py",
+        *session.posargs,
+        env={"AIOSTREAM_SYNTH_REQUIRE_RAY": "1"},
+    )
 
 
 @nox.session(python="3.11")

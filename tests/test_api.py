@@ -38,7 +38,17 @@ DIALECT_WORDS = re.compile(
 
 
 #: The public modules below the package (each lazy, each documented on the site).
-PUBLIC_MODULES = ("asgi", "bridges", "dialects", "engine", "errors", "params", "sse", "starlette")
+PUBLIC_MODULES = (
+    "asgi",
+    "bridges",
+    "dialects",
+    "engine",
+    "errors",
+    "params",
+    "proxy",
+    "sse",
+    "starlette",
+)
 #: How many names the package itself may export: what most programs need, no more (#34).
 TOP_LEVEL_AT_MOST = 21
 

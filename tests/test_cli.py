@@ -398,3 +398,81 @@ def test_help_loads_no_sdk_types() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=50
     )
     assert "HEAVY []" in done.stderr, done.stderr
+
+
+def test_a_program_gets_the_config_serve_would_run_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``config_from_options``: serve's options and environment, as the command line reads
+    them (an option wins over its variable)."""
+    from aiostream_synth.proxy import config_from_options
+
+    monkeypatch.setenv("AIOSTREAM_SYNTH_STORE", "off")
+    monkeypatch.setenv("AIOSTREAM_SYNTH_KEEPALIVE_S", "5")
+    options = ["--keepalive-s", "2", "--coalesce", "all"]
+    config = config_from_options(options)
+    assert (config.store, config.keepalive_s, config.coalesce) == ("off", 2.0, "all")
+    assert config == config_from_args(_parser().parse_args(["serve", *options]))
+    assert config_from_options().keepalive_s == 5.0
+
+
+@pytest.mark.parametrize(
+    ("options", "environment", "words"),
+    [
+        (["--keepalive-s", "x"], {}, "--keepalive-s: invalid float value: 'x'"),
+        (["--nope"], {}, "unrecognized arguments: --nope"),
+        (["--help"], {}, "unrecognized arguments: --help"),
+        ([], {"AIOSTREAM_SYNTH_COALESCE": "bogus"}, "AIOSTREAM_SYNTH_COALESCE='bogus'"),
+        (["--upstream-api", "chatt"], {}, "invalid choice: 'chatt'"),
+        (["--timeout", "-1"], {}, "timeout"),
+        (["--dialect", "no.such.module:X"], {}, "no.such.module"),
+        (
+            ["--upstream-api", "chat", "--bridge-config", '{"length_status": "done"}'],
+            {},
+            "length_status",
+        ),
+    ],
+)
+def test_a_programs_wrong_option_is_a_value_error_naming_it(
+    options: list[str], environment: dict[str, str], words: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the command line prints and exits 2 for is a ValueError here: never a SystemExit
+    out of a platform's replica."""
+    from aiostream_synth.proxy import config_from_options
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        config_from_options(options)
+
+
+def test_proxy_app_builds_serves_app_and_pickles_by_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``proxy_app``: the app of ``serve``, built from the environment with no argument (a
+    platform's builder; Ray Serve pickles it by reference and calls it in each replica)."""
+    import pickle
+
+    import httpx
+
+    from aiostream_synth.proxy import ProxyApp, proxy_app
+
+    from .support.servers import serve
+
+    assert pickle.loads(pickle.dumps(proxy_app)) is proxy_app
+    monkeypatch.setenv("AIOSTREAM_SYNTH_KEEPALIVE_S", "0.05")
+    monkeypatch.setenv("AIOSTREAM_SYNTH_API_KEY", "secret")
+    app = proxy_app("--store", "off")
+    assert isinstance(app, ProxyApp)
+    assert (app.config.keepalive_s, app.config.store, app.store) == (0.05, "off", None)
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": "[delay:0.3] hello"}],
+    }
+    with serve(app, "uvicorn", lifespan=True) as url, httpx.Client(base_url=url) as http:
+        assert http.post("/v1/chat/completions", json=body).status_code == 401
+        answer = http.post(
+            "/v1/chat/completions", json=body, headers={"authorization": "Bearer secret"}
+        )
+    assert answer.status_code == 200
+    assert ": keep-alive" in answer.text
+    assert answer.text.rstrip().endswith("data: [DONE]")

@@ -125,6 +125,33 @@ def test_the_kubernetes_manifests_hang_together() -> None:
     assert pod["spec"]["terminationGracePeriodSeconds"] > waited + drain
 
 
+def test_the_ray_serve_config_names_its_app_and_builds_a_valid_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without Ray (the ``ray`` session runs it for real, tests/test_ray_serve.py): the config
+    imports the application the script binds, under the deployment's name, and the
+    environment it gives the replicas is one ``serve`` accepts, with a Redis store."""
+    from aiostream_synth.proxy import config_from_options
+
+    config = yaml.safe_load((DEPLOY / "ray" / "serve.yaml").read_text())
+    script = (DEPLOY / "ray" / "serve_app.py").read_text()
+    (app,) = config["applications"]
+    module, _, name = app["import_path"].partition(":")
+    assert module == "serve_app"
+    assert f"\n{name} = " in script
+    (deployment,) = app["deployments"]
+    assert f"\nclass {deployment['name']}:" in script
+    assert "@serve.ingress(proxy_app)" in script
+    assert app["route_prefix"] == "/"  # the app's paths are /v1/...
+    environment = app["runtime_env"]["env_vars"]
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    built = config_from_options()
+    assert built.store.startswith("redis://")
+    assert built.upstream == environment["AIOSTREAM_SYNTH_UPSTREAM"]
+    assert built.drain_timeout == float(environment["AIOSTREAM_SYNTH_DRAIN_TIMEOUT"])
+
+
 def test_the_pods_environment_arguments_probes_metric_and_stop_work_on_a_real_serve(
     redis_url: str,
 ) -> None:

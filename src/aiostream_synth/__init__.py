@@ -8,6 +8,7 @@ The names a program needs most are here; the rest live in public submodules, by 
 * :mod:`aiostream_synth.engine` -- keepalive and backend call merged (anyio; asyncio and trio);
 * :mod:`aiostream_synth.asgi` -- the ASGI app around one backend function;
 * :mod:`aiostream_synth.starlette` -- the same as Starlette / FastAPI routes (``starlette`` extra);
+* :mod:`aiostream_synth.proxy` -- the app of ``aiostream-synth serve``, for a platform of yours;
 * :mod:`aiostream_synth.errors` -- every exception the library raises.
 
 ``import aiostream_synth`` loads none of them: each name is imported on first use (PEP 562).

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aiostream_synth._dialects.bridges.options import BRIDGE_PROFILES
 from aiostream_synth._dialects.names import BUILTIN_DIALECTS, builtin_options
@@ -30,8 +30,9 @@ from aiostream_synth._proxy.dialect_plugins import (
 
 if TYPE_CHECKING:
     from aiostream_synth._dialects.base import DialectSpec
+    from aiostream_synth._proxy.app import ProxyApp
 
-__all__ = ["config_from_args", "main"]
+__all__ = ["config_from_args", "config_from_options", "main", "proxy_app"]
 
 _ENV_PREFIX = "AIOSTREAM_SYNTH_"
 _BOOL_FIELDS = ("forward_authorization",)
@@ -362,6 +363,42 @@ def config_from_args(args: argparse.Namespace) -> ProxyConfig:
     config = ProxyConfig(**values)
     config.bridge_options()  # ValueError naming a wrong bridge option
     return config
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """A parser whose errors are exceptions (for a program's own call, not a command line)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def config_from_options(options: Sequence[str] = ()) -> ProxyConfig:
+    """The configuration ``aiostream-synth serve <options>`` would run with, environment
+    included (``AIOSTREAM_SYNTH_*``; an option given here wins over its variable).
+
+    Raises ValueError with the message the command line would print for a wrong option, a
+    wrong environment value or a dialect that cannot be loaded.
+    """
+    options = list(options)
+    references = _dialect_references(["serve", *options])
+    loaded = load_dialects(references) if references else []
+    parser = _RaisingParser(prog="aiostream-synth serve", allow_abbrev=False, add_help=False)
+    problems = _add_serve_options(parser, loaded)
+    args = parser.parse_args(options)
+    if problems:
+        raise ValueError("; ".join(problems))
+    config = config_from_args(args)
+    if config.upstream_api is not None:
+        check_bridges(config.upstream_api)
+    return config
+
+
+def proxy_app(*options: str) -> ProxyApp:
+    """The ASGI app ``aiostream-synth serve <options>`` would serve, environment included
+    (see :func:`config_from_options`; ValueError for a wrong option or value)."""
+    from aiostream_synth._proxy.app import ProxyApp
+
+    return ProxyApp(config_from_options(options))
 
 
 def _parser(dialects: Sequence[DialectSpec] = ()) -> argparse.ArgumentParser:

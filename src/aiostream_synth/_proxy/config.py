@@ -11,7 +11,7 @@ import math
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from aiostream_synth._dialects.bridges.options import BridgeOptions, parse_bridge_options
 from aiostream_synth._proxy.dialect_plugins import check_reference
@@ -22,9 +22,6 @@ from aiostream_synth._proxy.http_defences import (
     WRITE_TIMEOUT_S,
 )
 from aiostream_synth._wire.limits import DEFAULT_MAX_BODY_BYTES
-
-if TYPE_CHECKING:
-    from aiostream_synth._engine.stream import OnDisconnect
 
 __all__ = ["EMBEDDED_MODEL", "ProxyConfig"]
 
@@ -73,7 +70,7 @@ class ProxyConfig:
     keepalive_s: float = 10.0
     #: Total deadline per backend call, seconds; None for no deadline.
     timeout: float | None = 1800.0
-    on_disconnect: OnDisconnect = "cancel"
+    on_disconnect: Literal["cancel", "finish"] = "cancel"  # the engine's OnDisconnect
     #: Where responses are kept for retrieval, resume and continuation (decision P12):
     #: ``memory`` (this process, bounded), a ``redis://host:port/db`` URL (a Redis or Valkey
     #: server, shared), or ``off`` (background mode and unknown chains are 400s).
