@@ -39,6 +39,11 @@ with ``stream: true`` from a backend that answers after T seconds, keepalive eve
   request is first looked up among the calls of the other processes sharing the store, and its
   call is told to them (coalescing across processes, issue 31), the path a fleet takes when
   nothing coalesces (compare it with ``proxy``).
+* ``fleet-1`` / ``fleet-2`` — one / two ``proxy-redis`` replicas behind HAProxy (Debian's
+  ``haproxy``, round robin, one thread, on the load client's core): replica one on core 0, replica
+  two on core 1 (beside the load client, HAProxy and redis-server: this machine has 2 cores).
+  CPU and RSS are the replicas' sum; redis-server's commands per stream per second and its CPU
+  per keepalive are reported for every row on Redis.
 
 The load client (this process, its own core) opens N streams at once (``--ramp``: over a
 time; ``--open-batch``: B at a time) and parses every frame: by default a task per stream on
@@ -74,6 +79,7 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -102,7 +108,18 @@ SERVERS = (
     "proxy-background",
     "proxy-background-redis",
     "proxy-redis",
+    "fleet-1",
+    "fleet-2",
 )
+#: The replicas of the ``fleet-*`` rows, behind HAProxy.
+FLEET = {"fleet-1": 1, "fleet-2": 2}
+#: The rows on the Redis store: a redis-server is started for them.
+ON_REDIS = frozenset({"proxy-background-redis", "proxy-redis", *FLEET})
+#: HAProxy's connection limit: a stream holds two descriptors in it (client and replica), and
+#: it must fit under the hard limit of open files (20,000 on the benchmark machine).
+HAPROXY_MAX_CONNECTIONS = 9_950
+#: The port offset of the first replica of a ``fleet-*`` row (the next ones follow it).
+REPLICA_OFFSET = 800
 #: How the load client reads its streams (``--client``).
 CLIENTS = ("streams", "protocol")
 #: The rows whose streams are background responses (``background: true``, decision P12): each
@@ -110,7 +127,7 @@ CLIENTS = ("streams", "protocol")
 BACKGROUND = frozenset({"proxy-background", "proxy-background-redis"})
 #: The port offset of the upstream of the ``proxy-upstream`` / ``proxy-bridge`` rows.
 UPSTREAM_OFFSET = 500
-#: The port offset of the redis-server of the ``proxy-background-redis`` / ``proxy-redis`` rows.
+#: The port offset of the redis-server of the rows on Redis (from the port the client connects to).
 REDIS_OFFSET = 700
 #: A keepalive gap longer than this many K counts as late (the split table counts them).
 LATE_GAP_K = 1.1
@@ -481,10 +498,14 @@ def start_server(
     interval: float,
     python: str = sys.executable,
     profile: str | None = None,
+    cores: str | None = None,
+    redis_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a server of ``kind`` on ``python`` (the interpreter; this one by default); a
-    proxy under ``profile_server.py`` writing to ``profile`` (a path without suffix) if given."""
-    if kind.startswith("proxy"):
+    proxy under ``profile_server.py`` writing to ``profile`` (a path without suffix) if given.
+    ``cores``: where it runs (core 0 by default); ``redis_port``: the store of a row on Redis
+    (``port`` + REDIS_OFFSET by default)."""
+    if kind.startswith(("proxy", "fleet")):
         workers = "2" if kind == "proxy-w2" else "1"
         wrapper = (
             []
@@ -514,8 +535,8 @@ def start_server(
             command += ["--server", "uvicorn"]
         if kind == "proxy-nostore":
             command += ["--store", "off"]  # the path without a store: nothing kept, ever
-        if kind in ("proxy-background-redis", "proxy-redis"):
-            command += ["--store", f"redis://127.0.0.1:{port + REDIS_OFFSET}/0"]
+        if kind in ON_REDIS:
+            command += ["--store", f"redis://127.0.0.1:{redis_port or port + REDIS_OFFSET}/0"]
         if kind in ("proxy-upstream", "proxy-bridge"):
             command += ["--upstream", f"http://127.0.0.1:{port + UPSTREAM_OFFSET}/v1"]
         if kind == "proxy-bridge":
@@ -533,12 +554,52 @@ def start_server(
             "--interval",
             str(interval),
         ]
-    cores = "0-1" if kind == "proxy-w2" else "0"
+    cores = cores or ("0-1" if kind == "proxy-w2" else "0")
     return subprocess.Popen(
         ["taskset", "-c", cores, *command],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def start_haproxy(port: int, replicas: list[int], folder: str) -> subprocess.Popen[bytes]:
+    """Debian's HAProxy on the load client's core: round robin over ``replicas``, one thread,
+    long timeouts (a stream waits T), connection limits above any N here."""
+    config = pathlib.Path(folder, "haproxy.cfg")
+    servers = "".join(
+        f"    server r{i} 127.0.0.1:{replica}\n" for i, replica in enumerate(replicas)
+    )
+    most = HAPROXY_MAX_CONNECTIONS
+    config.write_text(
+        f"global\n    maxconn {most}\n    nbthread 1\n"
+        f"defaults\n    mode http\n    option http-no-delay\n    maxconn {most}\n"
+        "    timeout connect 5s\n"
+        "    timeout client 600s\n    timeout server 600s\n"
+        f"frontend front\n    bind 127.0.0.1:{port}\n    default_backend replicas\n"
+        f"backend replicas\n    balance roundrobin\n{servers}"
+    )
+    binary = "haproxy" if shutil.which("haproxy") else "/usr/sbin/haproxy"
+    return subprocess.Popen(
+        ["taskset", "-c", "1", binary, "-db", "-f", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def redis_commands(port: int) -> int:
+    """The commands redis-server processed so far (``INFO stats``), over a bare socket."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n")
+        data = b""
+        while b"total_commands_processed:" not in data or not data.endswith(b"\r\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    for line in data.decode().splitlines():
+        if line.startswith("total_commands_processed:"):
+            return int(line.split(":")[1])
+    raise RuntimeError("redis-server did not report its commands")
 
 
 def _tree(pid: int) -> list[int]:
@@ -918,7 +979,7 @@ async def run_load(
     n: int,
     delay: float,
     interval: float,
-    server_pid: int,
+    server_pids: list[int],
     quiet: bool,
     ramp: float = 0.0,
     request: str = "tiny",
@@ -926,13 +987,17 @@ async def run_load(
     warm: bool = False,
     client: str = "streams",
     profiled: bool = False,
+    redis: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
+    """One wave against ``port``; CPU and RSS are those of ``server_pids`` and their children.
+    ``redis``: the port and pid of the row's redis-server, whose commands and CPU are counted
+    over the same steady window."""
     wire = wire_of(kind)
     body = wire.body(f"bench [delay:{delay:g}]", request, background=kind in BACKGROUND)
     if warm:
         await warm_up(port, wire)
     stats = Stats(n)
-    pids = _tree(server_pid)
+    pids = [pid for server_pid in server_pids for pid in _tree(server_pid)]
     cpu0, rss0 = _usage(pids)
     start = time.monotonic()
 
@@ -975,13 +1040,29 @@ async def run_load(
     await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives
+    t1 = time.monotonic()
+    if redis is not None:
+        commands1, redis_cpu1 = redis_commands(redis[0]), _usage([redis[1]])[0]
     if profiled:  # profile_server.py profiles the steady state the figure below is taken over
-        os.kill(server_pid, signal.SIGUSR1)
+        for server_pid in server_pids:
+            os.kill(server_pid, signal.SIGUSR1)
     await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
     cpu2, _ = _usage(pids)
     ka2 = stats.keepalives
+    steady_s = time.monotonic() - t1
+    redis_figures: dict[str, float | None] = {
+        "redis_commands_per_stream_s": None,
+        "redis_cpu_us_per_keepalive": None,
+    }
+    if redis is not None:
+        commands2, redis_cpu2 = redis_commands(redis[0]), _usage([redis[1]])[0]
+        redis_figures = {
+            "redis_commands_per_stream_s": (commands2 - commands1) / n / steady_s,
+            "redis_cpu_us_per_keepalive": (redis_cpu2 - redis_cpu1) * 1e6 / max(ka2 - ka1, 1),
+        }
     if profiled:
-        os.kill(server_pid, signal.SIGUSR2)
+        for server_pid in server_pids:
+            os.kill(server_pid, signal.SIGUSR2)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=delay * 3 + 60)
     reporter.cancel()
     return {
@@ -1016,6 +1097,8 @@ async def run_load(
         "kib_per_stream": (rss1 - rss0) / n / 1024,
         "cpu_us_per_request": (cpu_wave - cpu0) * 1e6 / n,
         "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
+        "replicas": len(server_pids),
+        **redis_figures,
         "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
     }
 
@@ -1099,6 +1182,24 @@ def split_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def store_table(rows: list[dict[str, Any]]) -> str:
+    """What the rows on Redis cost the store, over the steady window (while streams wait)."""
+    lines = [
+        "| server | N | replicas | Redis commands per stream per s | redis-server CPU µs per "
+        "keepalive | replicas' CPU µs per keepalive |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("redis_commands_per_stream_s") is None:
+            continue
+        lines.append(
+            f"| {_label(r)} | {r['n']} | {r.get('replicas', 1)} | "
+            f"{r['redis_commands_per_stream_s']:.4f} | {r['redis_cpu_us_per_keepalive']:.2f} | "
+            f"{r['cpu_us_per_keepalive']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def plots(rows: list[dict[str, Any]], out: pathlib.Path) -> None:
     import matplotlib
 
@@ -1142,6 +1243,44 @@ def plots(rows: list[dict[str, Any]], out: pathlib.Path) -> None:
     left.legend()
     fig.tight_layout()
     fig.savefig(out / "rss_cpu_vs_n.png", dpi=110)
+    fleet = [r for r in rows if r["server"] in FLEET]
+    if fleet:
+        fleet_plot(fleet, out / "fleet_replicas.png")
+
+
+def fleet_plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
+    """Streams against replicas: per replica count, the replicas' CPU per keepalive, memory per
+    stream and TTFB p99 as N grows (one line per replica count and arrival pattern)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for (server, pattern), mine in _series(rows).items():
+        label = f"{FLEET[server]} replica{'s' * (FLEET[server] > 1)}, {pattern}"
+        ns = [r["n"] for r in mine]
+        for ax, key in zip(
+            axes, ("cpu_us_per_keepalive", "kib_per_stream", "ttfb_p99_s"), strict=True
+        ):
+            ax.plot(ns, [r[key] for r in mine], marker="o", label=label)
+    for ax, what in zip(
+        axes,
+        ("replicas' CPU per keepalive (µs)", "replicas' RSS per stream (KiB)", "TTFB p99 (s)"),
+        strict=True,
+    ):
+        ax.set_xlabel("N streams (behind HAProxy)")
+        ax.set_ylabel(what)
+        ax.set_ylim(bottom=0)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _series(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Rows by server and arrival pattern, each series by N."""
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        pattern = f"{r['open_batch']} at a time" if r["open_batch"] else "at once"
+        found.setdefault((r["server"], pattern), []).append(r)
+    return {key: sorted(mine, key=lambda r: r["n"]) for key, mine in found.items()}
 
 
 def main() -> None:
@@ -1225,6 +1364,8 @@ def main() -> None:
         parser.error(
             "--ramp must lie between 0 and T / 4 (the measurement needs every stream open)"
         )
+    if FLEET.keys() & set(args.servers) and max(args.n) > HAPROXY_MAX_CONNECTIONS:
+        parser.error(f"the fleet rows take N up to {HAPROXY_MAX_CONNECTIONS} (HAProxy's limit)")
     _raise_fd_limit()
     _pin({1})
     out = pathlib.Path(args.out)
@@ -1239,20 +1380,24 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            upstream = None
+            helpers: list[subprocess.Popen[bytes]] = []
+            redis: tuple[int, int] | None = None
             if kind in ("proxy-upstream", "proxy-bridge"):
-                upstream = subprocess.Popen(
-                    [
-                        *("taskset", "-c", "1", sys.executable, __file__, "--serve", "upstream"),
-                        *("--port", str(port + UPSTREAM_OFFSET), "--delay", str(args.delay)),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                helpers.append(
+                    subprocess.Popen(
+                        [
+                            *("taskset", "-c", "1", sys.executable, __file__),
+                            *("--serve", "upstream", "--port", str(port + UPSTREAM_OFFSET)),
+                            *("--delay", str(args.delay)),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
                 )
                 _wait_port(port + UPSTREAM_OFFSET)
-            if kind in ("proxy-background-redis", "proxy-redis"):
+            if kind in ON_REDIS:
                 # Debian's redis-server on the load client's core, its own data directory.
-                upstream = subprocess.Popen(
+                store = subprocess.Popen(
                     [
                         *("taskset", "-c", "1", "redis-server", "--port"),
                         *(str(port + REDIS_OFFSET), "--save", "", "--appendonly", "no"),
@@ -1261,14 +1406,38 @@ def main() -> None:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
+                helpers.append(store)
                 _wait_port(port + REDIS_OFFSET)
+                redis = (port + REDIS_OFFSET, store.pid)
             profile = None
-            if args.profile and kind.startswith("proxy"):
+            if args.profile and kind.startswith(("proxy", "fleet")):
                 pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
                 profile = str(pathlib.Path(args.profile, f"{kind}-{n}").resolve())
-            server = start_server(
-                kind, port, args.delay, args.interval, args.server_python, profile
-            )
+            if kind in FLEET:
+                # Replica i on core i: one core each (the second shares the load client's).
+                replica_ports = [port + REPLICA_OFFSET + i for i in range(FLEET[kind])]
+                servers = [
+                    start_server(
+                        kind,
+                        replica_port,
+                        args.delay,
+                        args.interval,
+                        args.server_python,
+                        None if profile is None else f"{profile}-r{i}",
+                        cores=str(i % 2),
+                        redis_port=port + REDIS_OFFSET,
+                    )
+                    for i, replica_port in enumerate(replica_ports)
+                ]
+                for replica_port in replica_ports:
+                    _wait_port(replica_port)
+                helpers.append(
+                    start_haproxy(port, replica_ports, tempfile.mkdtemp(prefix="bench-haproxy-"))
+                )
+            else:
+                servers = [
+                    start_server(kind, port, args.delay, args.interval, args.server_python, profile)
+                ]
             try:
                 _wait_port(port)
                 time.sleep(0.5)
@@ -1280,7 +1449,7 @@ def main() -> None:
                             n,
                             args.delay,
                             args.interval,
-                            server.pid,
+                            [server.pid for server in servers],
                             args.quiet,
                             args.ramp,
                             args.request,
@@ -1288,25 +1457,30 @@ def main() -> None:
                             args.warm_up,
                             args.client,
                             profile is not None,
+                            redis,
                         )
                     )
                 )
             finally:
-                server.send_signal(signal.SIGINT)
-                try:
-                    server.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                if upstream is not None:
-                    upstream.kill()
-                    upstream.wait()
+                for server in servers:
+                    server.send_signal(signal.SIGINT)
+                for server in servers:
+                    try:
+                        server.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        server.kill()
+                for helper in helpers:
+                    helper.kill()
+                    helper.wait()
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     (out / "load.json").write_text(json.dumps(rows, indent=2))
     markdown = table(rows) + "\n\n" + split_table(rows)
+    if any(r.get("redis_commands_per_stream_s") is not None for r in rows):
+        markdown += "\n\n" + store_table(rows)
     (out / "load.md").write_text(markdown + "\n")
     plots(rows, out)
     print(markdown)
-    print(f"\nresults: {out}/load.json, load.md, keepalive_gaps.png, rss_cpu_vs_n.png")
+    print(f"\nresults: {out}/load.json, load.md and the plots (*.png)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ global
     maxconn 2000
 defaults
     mode http
+    option http-no-delay
     timeout connect 5s
     timeout client 120s
     timeout server 120s
