@@ -248,6 +248,38 @@ def test_a_draining_process_finishes_a_call_a_client_elsewhere_waits_on(
     assert stopped == 0
 
 
+async def _leases(redis_url: str) -> int:
+    async with coredis.Redis.from_url(redis_url) as client:
+        return len([key async for key in client.scan_iter(match="aiostream-synth:lease:*")])
+
+
+def test_workers_of_one_serve_are_a_fleet_on_a_shared_store(
+    redis_url: str, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """``--workers 2`` with a Redis store: each worker is a process of the fleet (its own lease),
+    so a retry that the kernel hands to either worker shares its first request's call."""
+    fake, upstream_url = upstream
+    anyio.run(_clear, redis_url)
+    options = ("--store", redis_url, "--upstream", f"{upstream_url}/v1", "--keepalive-s", "0.2")
+    with serve_cli("--workers", "2", *options) as (_, url), _client(url) as client:
+
+        async def both_hold_a_lease() -> None:
+            with anyio.fail_after(30):
+                while await _leases(redis_url) < 2:  # noqa: ASYNC110 - other processes' writes
+                    await anyio.sleep(0.05)
+
+        anyio.run(both_hold_a_lease)
+        for turn in range(4):
+            dropped = client.responses.create(model="slow-1.5", input=f"w{turn}", stream=True)
+            assert next(iter(dropped)).type == "response.created"
+            dropped.close()
+            _until_a_call_is(redis_url, "idle")
+            retried = list(client.responses.create(model="slow-1.5", input=f"w{turn}", stream=True))
+            assert retried[-1].type == "response.completed"
+    inputs = [body.get("input") for path, body, _ in fake.requests if path.endswith("/responses")]
+    assert [inputs.count(f"w{turn}") for turn in range(4)] == [1, 1, 1, 1]
+
+
 def _metric(url: str, name: str) -> int:
     for line in httpx.get(f"{url}/metrics").text.splitlines():
         if line.startswith(f"{name} "):
