@@ -11,9 +11,10 @@ the same app in code:
 * :func:`config_from_options` -- the configuration alone.
 
 The app's lifespan opens and closes what it holds (the upstream client, the response store and
-its lease), so the server must run the ASGI lifespan. What ``serve`` adds around the app stays
-with ``serve``: its signal handling and drain, worker processes, the collector's tuning and the
-log format.
+its lease) and, at its shutdown, drains the open streams for ``--drain-timeout``, so the server
+must run the ASGI lifespan. What ``serve`` adds around the app stays with ``serve``: its signals
+(the first starts the drain at once, a second ends every stream), worker processes, the
+collector's tuning and the log format.
 
 Every name is imported on first use.
 """
