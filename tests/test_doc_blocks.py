@@ -225,8 +225,11 @@ def test_the_bridging_block(upstream: str) -> None:
 
 # -- the blocks that are not Python ------------------------------------------------------------
 #: Programs a shell block may name besides ``aiostream-synth`` and ``curl`` (checked below).
-#: (``docker`` and ``kubectl`` run what ``deploy/`` holds: tests/test_deploy.py runs that here.)
-_OTHER_PROGRAMS = frozenset({"python3", "export", "claude", "codex", "docker", "kubectl"})
+#: (``docker`` and ``kubectl`` run what ``deploy/`` holds: tests/test_deploy.py runs that here;
+#: ``serve`` is Ray Serve's CLI on ``deploy/ray/``, which tests/test_ray_serve.py runs.)
+_OTHER_PROGRAMS = frozenset(
+    {"python3", "export", "claude", "codex", "docker", "kubectl", "pip", "cd", "serve"}
+)
 
 
 def _command_lines(text: str) -> list[str]:
