@@ -323,9 +323,9 @@ async def test_keepalive_spacing_on_the_mock_clock(anyio_backend: Any) -> None:
 
 
 async def test_a_client_that_waited_a_whole_interval_gets_its_first_tick_at_once() -> None:
-    """``waiting_since`` an interval ago (a request that queued in a busy server): the first
-    keepalive is due on entry, not an hour later; the next one an interval after it, not at
-    once to make up for the queueing."""
+    """``waiting_since`` intervals ago (a request that queued in a busy server): the first
+    keepalive is due on entry, not an hour later; the next one on its phase (an hour on, here),
+    not at once to make up for the queueing."""
     gate = Gate(COMPLETION)
     hour = 3600.0
     with anyio.fail_after(60):  # a first tick an interval after entry would be an hour away
@@ -367,6 +367,49 @@ async def test_a_tick_due_less_than_an_interval_ago_comes_at_once_and_keeps_its_
     assert since + 2 * hour - 1e-6 <= second < since + 2.5 * hour  # not an hour after entry
     assert stream.keepalives_sent == 2
     assert rest[-1] == b"data: [DONE]\n\n"
+
+
+async def test_a_tick_due_more_than_an_interval_ago_comes_at_once_and_keeps_its_phase() -> None:
+    """The first tick overdue by more than an interval (a background stream, which sends its
+    first events at once, entered long after its request arrived): it comes on entry, and the
+    next one on the grid of ``waiting_since`` (a moment away here), not an interval after entry
+    (an hour: the 60 s limit). Streams of one wave that were entered over a second or two keep
+    ticking together, one wake-up of the loop for all of them."""
+    gate = Gate(COMPLETION)
+    hour, moment = 3600.0, 0.2
+    since = anyio.current_time() - 3 * hour + moment  # the first tick due two hours ago
+    with anyio.fail_after(60):
+        async with SynthesizedStream(
+            gate, ChatDialect(), keepalive_interval=hour, waiting_since=since
+        ) as stream:
+            assert await stream.__anext__() == b": keep-alive\n\n"
+            assert await stream.__anext__() == b": keep-alive\n\n"
+            second = anyio.current_time()
+            gate.open.set()
+            rest = [frame async for frame in stream]
+    assert since + 3 * hour - 1e-6 <= second < since + 3.5 * hour
+    assert stream.keepalives_sent == 2
+    assert rest[-1] == b"data: [DONE]\n\n"
+
+
+async def test_a_late_tick_is_followed_by_the_next_one_on_its_grid(anyio_backend: Any) -> None:
+    """A reader that comes back two and a half intervals late (backpressure: nothing is
+    produced while it is away) gets one tick at once, then the next on the stream's grid half
+    an interval later, not a tick at once again and a grid of its own. (trio's MockClock: the
+    times are exact.)"""
+    if anyio_backend == "asyncio":
+        pytest.skip("exact times are checked on trio's MockClock")
+    gate = Gate(COMPLETION)
+    times = []
+    async with SynthesizedStream(gate, ChatDialect(), keepalive_interval=10.0) as stream:
+        start = anyio.current_time()
+        async for _ in stream:
+            times.append(anyio.current_time() - start)
+            if len(times) == 1:
+                await anyio.sleep(25.0)  # away: the ticks at 20 and 30 are missed
+            if len(times) == 4:
+                gate.open.set()
+    assert times[:4] == pytest.approx([10.0, 35.0, 40.0, 50.0])
 
 
 async def _first_tick_at(interval: float, waiting_since: float) -> float:

@@ -15,9 +15,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostream_synth._store.base import ResponseStore, StoreUnavailable, Write, with_keepalives
+from aiostream_synth._store.base import (
+    Creation,
+    ResponseStore,
+    StoreUnavailable,
+    Write,
+    with_keepalives,
+)
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
+from aiostream_synth._wire.json import dumps_exact
 
 from .support.properties import property_settings
 from .support.redis_server import redis_server
@@ -75,6 +82,37 @@ async def test_events_are_replayed_from_any_sequence_number(store: ResponseStore
     assert await store.get("r1") is None
     assert not await store.delete("r1")
     assert await store.events("r1", -1) == []
+
+
+async def test_a_creation_may_come_serialized(store: ResponseStore) -> None:
+    """A creation through the writer may carry its object and input as JSON already (what the
+    server queues, so that a wave holds compact strings rather than trees of objects): it reads
+    back as the same creation made of objects does, and a kept input continues a chain."""
+    items = [{"role": "user", "content": "x \u00e9 \U0001f600"}, {"type": "reasoning", "n": 2**40}]
+    obj = {"id": "?", "object": "response", "status": "in_progress"}
+    await store.append_many(
+        {
+            "as-objects": Write(Creation("o", {**obj, "id": "as-objects"}, items), [(0, A)]),
+            "as-json": Write(
+                Creation(
+                    "o",
+                    dumps_exact({**obj, "id": "as-json"}),
+                    dumps_exact(items),
+                    background=True,
+                ),
+                [(0, A)],
+            ),
+            "no-input": Write(Creation("o", dumps_exact({**obj, "id": "no-input"})), []),
+        }
+    )
+    made = {name: await store.get(name) for name in ("as-objects", "as-json", "no-input")}
+    for name, stored in made.items():
+        assert stored is not None, name
+        assert stored.object == {**obj, "id": name}
+        assert not stored.done
+    inputs = {name: None if stored is None else stored.input for name, stored in made.items()}
+    assert inputs == {"as-objects": items, "as-json": items, "no-input": None}
+    assert await store.events("as-json", -1) == [(0, A)]
 
 
 async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(

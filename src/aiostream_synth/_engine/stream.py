@@ -59,6 +59,18 @@ StartCall: TypeAlias = Callable[[Callable[[Any, "BaseException | None"], None]],
 OnDisconnect = Literal["cancel", "finish"]
 
 
+def _next_on_phase(tick: float, interval: float, now: float) -> float:
+    """The tick after ``tick`` on its phase (``tick`` plus a whole number of intervals) that
+    is later than ``now``: a tick that came late (a busy loop, a slow reader) is followed by
+    the next one on the grid, within an interval, rather than by a grid of its own."""
+    following = tick + interval
+    if following <= now:
+        following += math.ceil((now - following) / interval) * interval
+        if following <= now:  # ``now`` on the grid itself (or rounding): the one after it
+            following += interval
+    return following
+
+
 @dataclass(frozen=True, slots=True)
 class StreamOutcome:
     """What became of an abandoned stream's backend call (``finish`` policy callback)."""
@@ -83,8 +95,11 @@ class SynthesizedStream:
       The first tick is due ``keepalive_interval`` after it — at once if that has passed —
       so a request that queued in a busy server is not held silent for a whole interval more
       than its time in the queue; the ticks after it stay a whole number of intervals after
-      ``waiting_since`` (unless the first was due more than an interval ago: then one tick
-      now, the next an interval later). Default: when the stream is entered.
+      ``waiting_since``: one that was due long ago comes now (once, however many intervals
+      passed), and the next at the following whole interval. A tick that comes late (a busy
+      loop, a slow reader) is followed by the next one on that grid too, not an interval
+      after it: streams that arrived together keep ticking together, one wake-up of the loop
+      for all of them. Default: when the stream is entered.
     * After commit a failure becomes the dialect's terminal failure frames (decision P6).
     * ``timeout`` bounds the backend call; on expiry it is cancelled and fails as a timeout.
     * Leaving the context before the stream ended (consumer gone): ``on_disconnect="cancel"``
@@ -217,13 +232,11 @@ class SynthesizedStream:
             task_group = self._task_group = own
         self._tick = new_tick_wait()
         now = self._tick.now()
-        # A first tick already due comes at once, and the ticks after it keep their phase (a
-        # whole number of intervals after ``waiting_since``: streams that arrived together
-        # tick together). One due for more than an interval (a client that queued that long)
-        # gets one tick now, not one for each interval it spent queued, and the next an
-        # interval later.
-        first = min(self._next_tick, now) + self._interval
-        self._next_tick = first if first > now - self._interval else now
+        # A first tick already due comes at once (one tick, however many intervals the
+        # client queued), and the ticks after it keep their phase: a whole number of
+        # intervals after ``waiting_since``, so streams that arrived together tick together
+        # (one wake-up of the loop for all of them) whenever each was entered.
+        self._next_tick = min(self._next_tick, now) + self._interval
         if self._timeout is not None:
             self._deadline = now + self._timeout
         if start_call is not None:
@@ -367,7 +380,7 @@ class SynthesizedStream:
                 self._cancel_backend(self._timeout_error())
                 continue
             now = tick.now()
-            self._next_tick = max(self._next_tick + self._interval, now)
+            self._next_tick = _next_on_phase(self._next_tick, self._interval, now)
             frames = self._out.keepalive_frames(now)
             if frames:
                 self._keepalives += 1

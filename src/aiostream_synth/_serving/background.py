@@ -52,6 +52,7 @@ from aiostream_synth._store.base import (
 )
 from aiostream_synth._wire.errors import BackendError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
+from aiostream_synth._wire.json import dumps_exact
 from aiostream_synth._wire.sse import split_frames
 
 __all__ = ["BackgroundResponses", "owner_of"]
@@ -100,16 +101,13 @@ _OWNERS_KEPT = 1024
 _UNTRACKED = contextlib.nullcontext()
 
 
-def _keepalive_number(write: bytes, template: KeepaliveTemplate | None) -> int | None:
-    """The number of ``write`` when it is one keepalive made from ``template``, else None."""
-    if template is None:
-        return None
-    prefix, suffix = template
-    digits = len(write) - len(prefix) - len(suffix)
-    if not 0 < digits < 20 or not write.startswith(prefix) or not write.endswith(suffix):
-        return None
-    number = write[len(prefix) : len(prefix) + digits]
-    return int(number) if number.isdigit() else None
+def _is_keepalive(write: bytes, template: KeepaliveTemplate | None, number: int) -> bool:
+    """Whether ``write`` is exactly keepalive ``number`` made from ``template``: the bytes a
+    replay renders for it (:func:`~aiostream_synth._store.base.with_keepalives`), so what is
+    kept as a number replays as it was sent. One rendering and one comparison: a third of the
+    cost of parsing the number out of the write, on the path every tick of every background
+    stream takes."""
+    return template is not None and write == b"%b%d%b" % (template[0], number, template[1])
 
 
 class _Write:
@@ -367,6 +365,12 @@ class _Recorded:
                 self._owner._failed_early(self._id, live, self._storage, self._prepared, exc)
                 continue
             ready = self._stream.drain_ready()
+            if not ready and not live.done:
+                number = live.last + 1
+                if _is_keepalive(frame, live.keepalive, number):  # a tick: the hot path
+                    self._owner._add_keepalive(self._id, live, number)
+                    self._sent = number
+                    return frame
             write = b"".join((frame, *ready)) if ready else frame
             if self._owner._add(self._id, live, self._storage, write):
                 # Recorded whole, and nothing was waiting to be sent: the write is what
@@ -503,7 +507,12 @@ class BackgroundResponses:
             [],
             None,
             False,
-            Creation(live.owner, {"id": response_id}, input_items, background=True),
+            Creation(
+                live.owner,
+                dumps_exact({"id": response_id}),
+                None if input_items is None else dumps_exact(input_items),
+                background=True,
+            ),
         )
         started = time.monotonic()
         tasks.start_soon(generation.run)
@@ -635,15 +644,9 @@ class BackgroundResponses:
         (cancelled meanwhile) takes nothing more: False then."""
         if live.done:
             return False
-        number = _keepalive_number(write, live.keepalive)
-        if number is not None:  # the hot path: one more keepalive, like the ones before
-            live.last = number
-            live.notify()
-            if response_id not in self._unstored:
-                self._keepalives[response_id] = number
-                if not self._writing and self._tasks is not None:
-                    self._writing = True
-                    self._tasks.start_soon(self._write_behind)
+        number = live.last + 1
+        if _is_keepalive(write, live.keepalive, number):  # one more keepalive
+            self._add_keepalive(response_id, live, number)
             return True
         batch: list[tuple[int, bytes]] = []
         obj: bytes | None = None
@@ -674,6 +677,18 @@ class BackgroundResponses:
         if response_id not in self._unstored:
             self._write_later(response_id, batch, obj, terminal, keepalive=template, last=live.last)
         return True
+
+    def _add_keepalive(self, response_id: str, live: _Live, number: int) -> None:
+        """Record keepalive ``number`` of a response that is not done (every tick of every
+        waiting stream): the live log's latest number, and the store's, written later with
+        the other responses' in one command."""
+        live.last = number
+        live.notify()
+        if response_id not in self._unstored:
+            self._keepalives[response_id] = number
+            if not self._writing and self._tasks is not None:
+                self._writing = True
+                self._tasks.start_soon(self._write_behind)
 
     # -- write-behind ------------------------------------------------------------------------
     def _write_later(

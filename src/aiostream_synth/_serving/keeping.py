@@ -7,7 +7,7 @@ own protocol is :mod:`aiostream_synth._serving.background` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from aiostream_synth._dialects.base import DialectSpec, Storage, StreamDialect
@@ -33,8 +33,14 @@ from aiostream_synth._serving.pipeline import (
     background_refused,
 )
 from aiostream_synth._store.base import Creation
+from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["Chain", "Keep", "start_background", "stored_route"]
+
+
+def _json(items: list[Any] | None) -> bytes | None:
+    """The input kept with a response, serialized at its size (None stays None)."""
+    return None if items is None else dumps_exact(items)
 
 
 class Keep:
@@ -95,7 +101,10 @@ class Keep:
         response_id = self.response_id = self.storage.new_id()
         background = self.background
         if background.writes_behind:  # no round trip before the stream starts
-            creation = Creation(self.owner, in_progress(response_id), self.input_items)
+            # Serialized now: a wave queues compact strings for the writer (see Creation).
+            creation = Creation(
+                self.owner, dumps_exact(in_progress(response_id)), _json(self.input_items)
+            )
             background.keep_later(response_id, creation)
         elif not await start_kept(background.store, response_id, self.owner, self.input_items):
             background.store_failures += 1
@@ -171,7 +180,7 @@ class Chain:
         return keep.take_body(), keep.served
 
 
-async def start_background(
+def start_background(
     spec: DialectSpec,
     prepared: PreparedRequest,
     backend: CompletionBackend,
@@ -185,16 +194,16 @@ async def start_background(
     input_items: list[Any] | None,
     hook: DisconnectHook | None = None,
     arrived: float | None = None,
-) -> None:
+) -> Awaitable[None]:
     """A background request (decision P12): refused without a store, else started there
     (``hook``: the server's disconnect callback, for its stream; ``arrived``: when the request
-    arrived, which its keepalives count from)."""
+    arrived, which its keepalives count from). Await the result: the request's own coroutine,
+    with no frame of this function in the chain every tick of the stream resumes."""
     storage = spec.storage
     if background is None or storage is None:
-        await send_answer(send, background_refused(spec, extra, "this server has none."))
-        return
+        return send_answer(send, background_refused(spec, extra, "this server has none."))
     call = backend_call(backend, prepared, headers)
-    await background.create(
+    return background.create(
         spec,
         storage,
         prepared,

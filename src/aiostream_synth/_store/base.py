@@ -77,8 +77,12 @@ class Creation:
     is replaced)."""
 
     owner: str
-    object: dict[str, Any]
-    input_items: list[Any] | None = None
+    #: Its object so far, or that object serialized as JSON.
+    object: dict[str, Any] | bytes
+    #: The input it is made from, or that input serialized as JSON (what a wave of requests
+    #: queues for the writer is then a few compact strings each, not trees of objects freed
+    #: between long-lived ones, whose holes the heap keeps).
+    input_items: list[Any] | bytes | None = None
     background: bool = False
 
 
@@ -147,13 +151,14 @@ class ResponseStore(Protocol):
         self,
         response_id: str,
         owner: str,
-        obj: dict[str, Any],
+        obj: dict[str, Any] | bytes,
         *,
-        input_items: list[Any] | None = None,
+        input_items: list[Any] | bytes | None = None,
         background: bool = False,
     ) -> None:
         """Start keeping ``response_id``: its object so far (no events), the input it is made
-        from, and whether it is a background response (whose events are kept)."""
+        from (either of them may come serialized as JSON), and whether it is a background
+        response (whose events are kept)."""
         ...
 
     async def get(self, response_id: str) -> StoredResponse | None:

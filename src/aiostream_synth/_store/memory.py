@@ -34,6 +34,14 @@ _OVERHEAD = 512
 _EVICTION_LOG_S = 60.0
 
 
+def _exact_json(value: Any) -> Any:
+    """``value`` serialized at exactly its size (bytes are taken as serialized already, by
+    :func:`~aiostream_synth._wire.json.dumps_exact`); None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    return dumps_exact(value)
+
+
 @dataclass(slots=True)
 class _Entry:
     owner: str
@@ -104,9 +112,9 @@ class MemoryStore:
         self,
         response_id: str,
         owner: str,
-        obj: dict[str, Any],
+        obj: dict[str, Any] | bytes,
         *,
-        input_items: list[Any] | None = None,
+        input_items: list[Any] | bytes | None = None,
         background: bool = False,
     ) -> None:
         self._expire()
@@ -115,8 +123,8 @@ class MemoryStore:
             self.bytes -= old.size
         # Exactly its size: orjson's own result keeps ~4 KiB of capacity behind a short input,
         # which every waiting stream of a stored response held (16.2 -> 12 KiB per stream).
-        kept_input = None if input_items is None else dumps_exact(input_items)
-        entry = _Entry(owner, dumps_exact(obj), self._clock(), kept_input, background)
+        kept_input = _exact_json(input_items)
+        entry = _Entry(owner, _exact_json(obj), self._clock(), kept_input, background)
         if kept_input is not None:
             entry.event_bytes += len(kept_input)
         self._entries[response_id] = entry

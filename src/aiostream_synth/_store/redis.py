@@ -60,6 +60,13 @@ if TYPE_CHECKING:
 __all__ = ["RedisStore"]
 
 _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
+
+
+def _json(value: Any) -> bytes:
+    """``value`` as JSON (bytes are taken as serialized already)."""
+    return value if isinstance(value, bytes) else orjson.dumps(value)
+
+
 #: A waiting response's keys have their TTL renewed by its keepalives once in this fraction of
 #: the TTL (any other write renews it every time).
 _RENEW_FRACTION = 0.25
@@ -276,12 +283,12 @@ class RedisStore:
         fields = {
             "owner": creation.owner.encode(),
             "holder": self.holder.encode(),
-            "object": orjson.dumps(creation.object),
+            "object": _json(creation.object),
             "done": b"0",
             "background": b"1" if creation.background else b"0",
         }
         if creation.input_items is not None:
-            fields["input"] = orjson.dumps(creation.input_items)
+            fields["input"] = _json(creation.input_items)
         return fields
 
     def _keys(self, response_id: str) -> tuple[str, str]:
@@ -291,9 +298,9 @@ class RedisStore:
         self,
         response_id: str,
         owner: str,
-        obj: dict[str, Any],
+        obj: dict[str, Any] | bytes,
         *,
-        input_items: list[Any] | None = None,
+        input_items: list[Any] | bytes | None = None,
         background: bool = False,
     ) -> None:
         record, events = self._keys(response_id)
