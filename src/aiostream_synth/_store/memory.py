@@ -34,12 +34,10 @@ _OVERHEAD = 512
 _EVICTION_LOG_S = 60.0
 
 
-def _exact_json(value: Any) -> Any:
-    """``value`` serialized at exactly its size (bytes are taken as serialized already, by
-    :func:`~aiostream_synth._wire.json.dumps_exact`); None stays None."""
-    if value is None or isinstance(value, bytes):
-        return value
-    return dumps_exact(value)
+def _exact_json(value: object) -> bytes:
+    """``value`` serialized at exactly its size (:func:`~aiostream_synth._wire.json.dumps_exact`);
+    bytes are taken as serialized already (the writer's creations come so)."""
+    return value if isinstance(value, bytes) else dumps_exact(value)
 
 
 @dataclass(slots=True)
@@ -123,7 +121,7 @@ class MemoryStore:
             self.bytes -= old.size
         # Exactly its size: orjson's own result keeps ~4 KiB of capacity behind a short input,
         # which every waiting stream of a stored response held (16.2 -> 12 KiB per stream).
-        kept_input = _exact_json(input_items)
+        kept_input = None if input_items is None else _exact_json(input_items)
         entry = _Entry(owner, _exact_json(obj), self._clock(), kept_input, background)
         if kept_input is not None:
             entry.event_bytes += len(kept_input)

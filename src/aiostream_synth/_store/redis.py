@@ -60,16 +60,15 @@ if TYPE_CHECKING:
 __all__ = ["RedisStore"]
 
 _FAILURES = (coredis.exceptions.RedisError, OSError, TimeoutError)
-
-
-def _json(value: Any) -> bytes:
-    """``value`` as JSON (bytes are taken as serialized already)."""
-    return value if isinstance(value, bytes) else orjson.dumps(value)
-
-
 #: A waiting response's keys have their TTL renewed by its keepalives once in this fraction of
 #: the TTL (any other write renews it every time).
 _RENEW_FRACTION = 0.25
+
+
+def _json(value: object) -> bytes:
+    """``value`` as JSON; bytes are taken as serialized already (the writer's creations come
+    so)."""
+    return value if isinstance(value, bytes) else orjson.dumps(value)
 
 
 #: Several responses' writes in one call. KEYS: each response's hash and stream; ARGV: the TTL,
