@@ -87,7 +87,8 @@ async def test_events_are_replayed_from_any_sequence_number(store: ResponseStore
 async def test_a_creation_may_come_serialized(store: ResponseStore) -> None:
     """A creation through the writer may carry its object and input as JSON already (what the
     server queues, so that a wave holds compact strings rather than trees of objects): it reads
-    back as the same creation made of objects does, and a kept input continues a chain."""
+    back as the same creation made of objects does, its input included (what a request
+    continuing it is given)."""
     items = [{"role": "user", "content": "x \u00e9 \U0001f600"}, {"type": "reasoning", "n": 2**40}]
     obj = {"id": "?", "object": "response", "status": "in_progress"}
     await store.append_many(
