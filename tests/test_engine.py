@@ -347,37 +347,20 @@ async def test_a_client_that_waited_a_whole_interval_gets_its_first_tick_at_once
     assert rest[-1] == b"data: [DONE]\n\n"
 
 
-async def test_a_tick_due_less_than_an_interval_ago_comes_at_once_and_keeps_its_phase() -> None:
-    """The first tick overdue by less than an interval (a stream entered late, as a background
-    stream that sends its first events at once): it comes on entry, and the next one a whole
-    number of intervals after ``waiting_since`` (a moment away here), not an interval after
-    entry (an hour: the 60 s limit). Streams that arrived together keep ticking together."""
-    gate = Gate(COMPLETION)
-    hour, moment = 3600.0, 0.2
-    since = anyio.current_time() - 2 * hour + moment  # the first tick due an hour less a moment ago
-    with anyio.fail_after(60):
-        async with SynthesizedStream(
-            gate, ChatDialect(), keepalive_interval=hour, waiting_since=since
-        ) as stream:
-            assert await stream.__anext__() == b": keep-alive\n\n"
-            assert await stream.__anext__() == b": keep-alive\n\n"
-            second = anyio.current_time()
-            gate.open.set()
-            rest = [frame async for frame in stream]
-    assert since + 2 * hour - 1e-6 <= second < since + 2.5 * hour  # not an hour after entry
-    assert stream.keepalives_sent == 2
-    assert rest[-1] == b"data: [DONE]\n\n"
-
-
-async def test_a_tick_due_more_than_an_interval_ago_comes_at_once_and_keeps_its_phase() -> None:
-    """The first tick overdue by more than an interval (a background stream, which sends its
-    first events at once, entered long after its request arrived): it comes on entry, and the
-    next one on the grid of ``waiting_since`` (a moment away here), not an interval after entry
-    (an hour: the 60 s limit). Streams of one wave that were entered over a second or two keep
+@pytest.mark.parametrize("intervals_overdue", [1, 2])
+async def test_an_overdue_first_tick_comes_at_once_and_keeps_its_phase(
+    intervals_overdue: int,
+) -> None:
+    """The first tick overdue (a stream entered late, as a background stream that sends its
+    first events at once), by less than an interval or by more: it comes on entry, and the next
+    one on the grid of ``waiting_since`` (a moment away here), not an interval after entry (an
+    hour: the 60 s limit). Streams of one wave that were entered over a second or two keep
     ticking together, one wake-up of the loop for all of them."""
     gate = Gate(COMPLETION)
     hour, moment = 3600.0, 0.2
-    since = anyio.current_time() - 3 * hour + moment  # the first tick due two hours ago
+    due = intervals_overdue + 1  # the grid point just ahead of entry, in intervals from ``since``
+    # the first tick (``since`` + an hour) was due ``intervals_overdue`` hours less a moment ago
+    since = anyio.current_time() - due * hour + moment
     with anyio.fail_after(60):
         async with SynthesizedStream(
             gate, ChatDialect(), keepalive_interval=hour, waiting_since=since
@@ -387,7 +370,7 @@ async def test_a_tick_due_more_than_an_interval_ago_comes_at_once_and_keeps_its_
             second = anyio.current_time()
             gate.open.set()
             rest = [frame async for frame in stream]
-    assert since + 3 * hour - 1e-6 <= second < since + 3.5 * hour
+    assert since + due * hour - 1e-6 <= second < since + (due + 0.5) * hour
     assert stream.keepalives_sent == 2
     assert rest[-1] == b"data: [DONE]\n\n"
 

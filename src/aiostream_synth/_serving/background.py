@@ -52,7 +52,6 @@ from aiostream_synth._store.base import (
 )
 from aiostream_synth._wire.errors import BackendError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
-from aiostream_synth._wire.json import dumps_exact
 from aiostream_synth._wire.sse import split_frames
 
 __all__ = ["BackgroundResponses", "owner_of"]
@@ -507,12 +506,7 @@ class BackgroundResponses:
             [],
             None,
             False,
-            Creation(
-                live.owner,
-                dumps_exact({"id": response_id}),
-                None if input_items is None else dumps_exact(input_items),
-                background=True,
-            ),
+            Creation.serialized(live.owner, {"id": response_id}, input_items, background=True),
         )
         started = time.monotonic()
         tasks.start_soon(generation.run)

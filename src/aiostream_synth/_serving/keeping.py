@@ -33,14 +33,8 @@ from aiostream_synth._serving.pipeline import (
     background_refused,
 )
 from aiostream_synth._store.base import Creation
-from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["Chain", "Keep", "start_background", "stored_route"]
-
-
-def _json(items: list[Any] | None) -> bytes | None:
-    """The input kept with a response, serialized at its size (None stays None)."""
-    return None if items is None else dumps_exact(items)
 
 
 class Keep:
@@ -102,9 +96,7 @@ class Keep:
         background = self.background
         if background.writes_behind:  # no round trip before the stream starts
             # Serialized now: a wave queues compact strings for the writer (see Creation).
-            creation = Creation(
-                self.owner, dumps_exact(in_progress(response_id)), _json(self.input_items)
-            )
+            creation = Creation.serialized(self.owner, in_progress(response_id), self.input_items)
             background.keep_later(response_id, creation)
         elif not await start_kept(background.store, response_id, self.owner, self.input_items):
             background.store_failures += 1

@@ -29,6 +29,8 @@ from typing import Any, Protocol
 from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 
+from aiostream_synth._wire.json import dumps_exact
+
 __all__ = [
     "Creation",
     "KeepaliveTemplate",
@@ -84,6 +86,20 @@ class Creation:
     #: between long-lived ones, whose holes the heap keeps).
     input_items: list[Any] | bytes | None = None
     background: bool = False
+
+    @classmethod
+    def serialized(
+        cls,
+        owner: str,
+        obj: dict[str, Any],
+        input_items: list[Any] | None,
+        *,
+        background: bool = False,
+    ) -> Creation:
+        """A creation whose object and input are serialized now, each at its size: what a
+        request queues for a store's writer."""
+        items = None if input_items is None else dumps_exact(input_items)
+        return cls(owner, dumps_exact(obj), items, background)
 
 
 @dataclass(frozen=True, slots=True)
