@@ -621,6 +621,12 @@ def _tree(pid: int) -> list[int]:
     return pids
 
 
+def _signal(server_pids: list[int], signum: int) -> None:
+    """Send ``signum`` to each server process (``profile_server.py`` starts or stops on it)."""
+    for server_pid in server_pids:
+        os.kill(server_pid, signum)
+
+
 def _usage(pids: list[int]) -> tuple[float, int]:
     """CPU seconds and RSS bytes of a process tree."""
     cpu, rss = 0.0, 0
@@ -986,12 +992,13 @@ async def run_load(
     open_batch: int = 0,
     warm: bool = False,
     client: str = "streams",
-    profiled: bool = False,
+    profiled: str | None = None,
     redis: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """One wave against ``port``; CPU and RSS are those of ``server_pids`` and their children.
-    ``redis``: the port and pid of the row's redis-server, whose commands and CPU are counted
-    over the same steady window."""
+    ``profiled``: the window a server under ``profile_server.py`` is profiled over (``wave``,
+    ``steady`` or ``end``; None: not profiled). ``redis``: the port and pid of the row's
+    redis-server, whose commands and CPU are counted over the same steady window."""
     wire = wire_of(kind)
     body = wire.body(f"bench [delay:{delay:g}]", request, background=kind in BACKGROUND)
     if warm:
@@ -1000,6 +1007,8 @@ async def run_load(
     pids = [pid for server_pid in server_pids for pid in _tree(server_pid)]
     cpu0, rss0 = _usage(pids)
     start = time.monotonic()
+    if profiled == "wave":  # from the first request to every stream's first byte
+        _signal(server_pids, signal.SIGUSR1)
 
     async def progress() -> None:
         while True:
@@ -1037,15 +1046,16 @@ async def run_load(
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stats.all_started.wait(), timeout=delay / 2)
     cpu_wave, _ = _usage(pids)  # the wave prepared, each stream's first byte sent
+    if profiled == "wave":
+        _signal(server_pids, signal.SIGUSR2)
     await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives
     t1 = time.monotonic()
     if redis is not None:
         commands1, redis_cpu1 = redis_commands(redis[0]), _usage([redis[1]])[0]
-    if profiled:  # profile_server.py profiles the steady state the figure below is taken over
-        for server_pid in server_pids:
-            os.kill(server_pid, signal.SIGUSR1)
+    if profiled == "steady":  # the steady state the CPU per keepalive is taken over
+        _signal(server_pids, signal.SIGUSR1)
     await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
     cpu2, _ = _usage(pids)
     ka2 = stats.keepalives
@@ -1060,10 +1070,13 @@ async def run_load(
             "redis_commands_per_stream_s": (commands2 - commands1) / n / steady_s,
             "redis_cpu_us_per_keepalive": (redis_cpu2 - redis_cpu1) * 1e6 / max(ka2 - ka1, 1),
         }
-    if profiled:
-        for server_pid in server_pids:
-            os.kill(server_pid, signal.SIGUSR2)
+    if profiled == "steady":
+        _signal(server_pids, signal.SIGUSR2)
+    elif profiled == "end":  # from an interval before the first end to the last
+        _signal(server_pids, signal.SIGUSR1)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=delay * 3 + 60)
+    if profiled == "end":
+        _signal(server_pids, signal.SIGUSR2)
     reporter.cancel()
     return {
         "server": kind,
@@ -1332,6 +1345,14 @@ def main() -> None:
         "keepalive is measured in: DIR/<server>-<N>.pstats and .txt (CPU split, collector); "
         "the profiler about doubles the CPU, so the run's own figures are not comparable",
     )
+    parser.add_argument(
+        "--profile-window",
+        choices=("steady", "wave", "end"),
+        default="steady",
+        help="with --profile: the steady window (the default); the wave, from its first "
+        "request to every stream's first byte (where a request's own CPU goes); or the end, "
+        "from an interval before the first stream's end to the last's",
+    )
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=SERVERS)
     parser.add_argument("--quick", action="store_true", help="N=500, T=5 s")
     parser.add_argument("--out", default="benchmarks/results")
@@ -1456,7 +1477,7 @@ def main() -> None:
                             args.open_batch,
                             args.warm_up,
                             args.client,
-                            profile is not None,
+                            None if profile is None else args.profile_window,
                             redis,
                         )
                     )

@@ -100,7 +100,15 @@ async def test_an_ended_background_response_is_in_no_reference_cycle(
 
 
 #: The objects each background response has of its own.
-_PER_RESPONSE = ("_Live", "_Generation", "_Following", "_Recorded", "_Continuing", "_Write")
+_PER_RESPONSE = (
+    "_Live",
+    "_Generation",
+    "_Following",
+    "_Recorded",
+    "_RecordingFrames",
+    "_Continuing",
+    "_Write",
+)
 
 
 def _ours(value: Any) -> bool:

@@ -24,7 +24,7 @@ import logging
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -320,13 +320,83 @@ class _Continuing:
         return self._frames
 
 
-class _Recorded:
-    """The creating client's frames: the engine stream driven by the client's own task, each
-    write recorded (live log, store) before it is handed out, and what is handed out read
-    back from the live log, so the client gets exactly what was recorded (after a cancel,
-    the cancelled response's events rather than the engine's failure)."""
+class _RecordingFrames:
+    """The frames of the creating client's stream: each batch the engine has synthesized is
+    recorded (live log, store) before the engine hands it out, and what it hands out is what
+    the live log has, so the client gets exactly what was recorded (after a cancel, the
+    cancelled response's events rather than the engine's failure). Recording inside the
+    engine's own call leaves the writer no layer of its own to resume on every tick."""
 
-    __slots__ = ("_id", "_live", "_owner", "_prepared", "_sent", "_storage", "_stream")
+    __slots__ = ("_frames", "_id", "_live", "_owner", "_storage", "sent")
+
+    def __init__(
+        self,
+        owner: BackgroundResponses,
+        response_id: str,
+        live: _Live,
+        storage: Storage,
+        frames: StreamFrames,
+    ) -> None:
+        self._owner = owner
+        self._id = response_id
+        self._live = live
+        self._storage = storage
+        self._frames = frames
+        #: The number of the last event handed to the engine for its client.
+        self.sent = -1
+
+    @property
+    def response_id(self) -> str | None:
+        return self._frames.response_id
+
+    def keepalive_frames(self, now: float) -> list[bytes]:
+        frames = self._frames.keepalive_frames(now)
+        live = self._live
+        if len(frames) == 1 and not live.done and self.sent == live.last:
+            number = live.last + 1
+            if _is_keepalive(frames[0], live.keepalive, number):  # a tick: the hot path
+                self._owner._add_keepalive(self._id, live, number)
+                self.sent = number
+                return frames
+        return self._recorded(frames)
+
+    def result_frames(self, result: Any) -> list[bytes]:
+        return self._recorded(self._frames.result_frames(result))
+
+    def failure_frames(self, failure: Failure) -> list[bytes]:
+        return self._recorded(self._frames.failure_frames(failure))
+
+    def error_response(self, failure: Failure) -> ErrorResponse:
+        return self._frames.error_response(failure)
+
+    def _recorded(self, frames: list[bytes]) -> list[bytes]:
+        live = self._live
+        if not frames:
+            return frames
+        if self.sent == live.last and self._owner._add(
+            self._id, live, self._storage, b"".join(frames)
+        ):
+            self.sent = live.last  # recorded whole, nothing else was waiting to be sent
+            return frames
+        # Something else was recorded meanwhile (a cancel): the live log's events instead.
+        # (Never none: the writer stops at the terminal event, before asking for more.)
+        return [frame for _, frame in self.unsent()] or frames
+
+    def unsent(self) -> list[tuple[int, bytes]]:
+        """The live log's events after those handed out, now counted as handed out."""
+        events = self._live.after(self.sent)
+        if events:
+            self.sent = events[-1][0]
+        return events
+
+
+class _Recorded:
+    """The creating client's stream as its writer iterates it: the engine stream itself
+    while it goes on (its frames record themselves, :class:`_RecordingFrames`), the live log
+    when something else recorded the response's end, or the engine failed before its first
+    event."""
+
+    __slots__ = ("_frames", "_id", "_live", "_owner", "_prepared", "_storage", "_stream")
 
     def __init__(
         self,
@@ -336,6 +406,7 @@ class _Recorded:
         storage: Storage,
         prepared: PreparedRequest,
         stream: SynthesizedStream,
+        frames: _RecordingFrames,
     ) -> None:
         self._owner = owner
         self._id = response_id
@@ -343,49 +414,48 @@ class _Recorded:
         self._storage = storage
         self._prepared = prepared
         self._stream = stream
-        self._sent = -1
+        self._frames = frames
 
     def __aiter__(self) -> _Recorded:
         return self
 
-    async def __anext__(self) -> bytes:
+    def __anext__(self) -> Coroutine[Any, Any, bytes]:
         live = self._live
-        while self._sent >= live.last:
+        if self._stream.committed and not live.done and self._frames.sent >= live.last:
+            # The engine's own coroutine: no frame of this object in the chain every tick
+            # resumes.
+            return self._stream.__anext__()
+        return self._from_log()
+
+    async def _from_log(self) -> bytes:
+        live = self._live
+        frames = self._frames
+        if frames.sent >= live.last:
             if live.done:
                 raise StopAsyncIteration
             try:
-                frame = await self._stream.__anext__()
+                return await self._stream.__anext__()
             except StopAsyncIteration:
-                if live.ended():
-                    continue
-                # The engine ends with a terminal event, which ended the response: a bug.
-                raise RuntimeError("the engine stream ended before its terminal event") from None
+                if not live.ended():
+                    # The engine ends with a terminal event, which ended the response.
+                    raise RuntimeError(
+                        "the engine stream ended before its terminal event"
+                    ) from None
             except BackendError as exc:  # failed before its first event
                 self._owner._failed_early(self._id, live, self._storage, self._prepared, exc)
-                continue
-            ready = self._stream.drain_ready()
-            if not ready and not live.done:
-                number = live.last + 1
-                if _is_keepalive(frame, live.keepalive, number):  # a tick: the hot path
-                    self._owner._add_keepalive(self._id, live, number)
-                    self._sent = number
-                    return frame
-            write = b"".join((frame, *ready)) if ready else frame
-            if self._owner._add(self._id, live, self._storage, write):
-                # Recorded whole, and nothing was waiting to be sent: the write is what
-                # the live log has after what was sent.
-                self._sent = live.last
-                return write
-        events = live.after(self._sent)
-        self._sent = events[-1][0]
+        events = frames.unsent()
+        if not events:
+            raise StopAsyncIteration
         return events[0][1] if len(events) == 1 else b"".join(frame for _, frame in events)
 
     def drain_ready(self) -> list[bytes]:
-        return []
+        # The rest of what the engine handed out (nothing after the live log's events: the
+        # engine had handed out all it had when they were read).
+        return self._stream.drain_ready()
 
     @property
     def exhausted(self) -> bool:
-        return self._live.done and self._sent >= self._live.last
+        return self._live.done and self._frames.sent >= self._live.last
 
 
 class BackgroundResponses:
@@ -519,13 +589,16 @@ class BackgroundResponses:
             return
         # The client's own task renders the events while it stays; if it leaves first, the
         # recorder goes on from where it stopped (the same frames object: the same numbers).
-        stream = self._stream(generation, frames, first_at_once=True, arrived=arrived)
+        recording = _RecordingFrames(self, response_id, live, storage, frames)
+        stream = self._stream(generation, recording, first_at_once=True, arrived=arrived)
         if dialect_settings.on_stream is not None:
             dialect_settings.on_stream(stream)  # the request's own record (its keepalives)
         try:
             async with stream:
                 with self._tracked(stream):
-                    recorded = _Recorded(self, response_id, live, storage, prepared, stream)
+                    recorded = _Recorded(
+                        self, response_id, live, storage, prepared, stream, recording
+                    )
                     await write_until_disconnect(recorded, receive, send, extra, hook)
         finally:
             if live.done:

@@ -1,0 +1,196 @@
+"""The proxy's CPU per keepalive of a waiting stream, by store path, in one process (no HTTP).
+
+N Responses streams, each a request to the proxy's ASGI app itself (``ProxyApp``, the app
+``serve`` runs) on uvloop when installed, the embedded model answering after T seconds,
+keepalives every K seconds; ``send`` counts the keepalives and drops the bytes. What is timed
+is the process's CPU over the steady window (every stream waiting), per keepalive. No sockets,
+no load client: what is left is the Python path a tick takes, which ``bench_load.py`` measures
+among the kernel's and the client's costs, and among their noise.
+
+Rows (each in a subprocess of its own, alternated round after round, medians reported):
+
+* ``nostore`` — ``--store off``: nothing kept (the floor of these rows);
+* ``kept`` — the default memory store, a plain stream kept for retrieval (decision P12);
+* ``background`` — ``background: true`` on the memory store: the client's stream records
+  every event for resume;
+* ``background-redis`` — the same on Redis (``--redis URL`` of a running redis-server).
+
+    python benchmarks/bench_steady.py                       # N=5000, T=12 s, K=0.25 s, 5 rounds
+    python benchmarks/bench_steady.py --quick               # N=1000, T=4 s, one round
+    python benchmarks/bench_steady.py --rows nostore background --rounds 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+ROWS = ("nostore", "kept", "background", "background-redis")
+
+
+def child(
+    row: str, n: int, delay: float, interval: float, redis: str | None, profile: str | None
+) -> dict[str, Any]:
+    """One row: its CPU µs per keepalive and how many keepalives the window saw
+    (``profile``: a cProfile of the window written there)."""
+    import asyncio
+    import cProfile
+    import gc
+
+    from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+    from aiostream_synth._proxy.serve import _tune_garbage_collector
+
+    store = {"nostore": "off", "background-redis": redis or ""}.get(row, "memory")
+    app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store))
+    _tune_garbage_collector()  # as serve does once the app is built
+    collections = [0, 0, 0]
+
+    def collector(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections[info["generation"]] += 1
+
+    body: dict[str, Any] = {"model": "bench", "input": f"bench [delay:{delay:g}]", "stream": True}
+    if row.startswith("background"):
+        body["background"] = True
+    raw = json.dumps(body).encode()
+    counts = {"keepalives": 0, "ended": 0}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/responses",
+        "raw_path": b"/v1/responses",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"authorization", b"Bearer k")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+
+    async def run() -> dict[str, Any]:
+        inbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
+        outbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
+        lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))
+        await inbox.put({"type": "lifespan.startup"})
+        assert (await outbox.get())["type"] == "lifespan.startup.complete"
+        forever = asyncio.Event()
+
+        async def one() -> None:
+            requested = False
+
+            async def receive() -> dict[str, Any]:
+                nonlocal requested
+                if not requested:
+                    requested = True
+                    return {"type": "http.request", "body": raw, "more_body": False}
+                await forever.wait()
+                return {"type": "http.disconnect"}
+
+            async def send(message: MutableMapping[str, Any]) -> None:
+                if message["type"] != "http.response.body":
+                    return
+                if message.get("more_body", False):
+                    counts["keepalives"] += 1
+                else:
+                    counts["ended"] += 1
+
+            await app(dict(scope), receive, send)
+
+        tasks = [asyncio.create_task(one()) for _ in range(n)]
+        await asyncio.sleep(interval * 4)  # every stream open, its first ticks done
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        gc.callbacks.append(collector)
+        cpu0, ka0 = time.process_time(), counts["keepalives"]
+        await asyncio.sleep(max(delay - interval * 8, interval))
+        cpu1, ka1 = time.process_time(), counts["keepalives"]
+        gc.callbacks.remove(collector)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}-{row}.pstats")
+        await asyncio.gather(*tasks)
+        await inbox.put({"type": "lifespan.shutdown"})
+        await outbox.get()
+        await lifespan
+        return {
+            "row": row,
+            "cpu_us_per_keepalive": (cpu1 - cpu0) * 1e6 / max(ka1 - ka0, 1),
+            "keepalives_in_window": ka1 - ka0,
+            "collections_in_window": collections,
+            "ended": counts["ended"],
+        }
+
+    try:
+        import uvloop
+
+        return uvloop.run(run())
+    except ImportError:
+        return asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=5000)
+    parser.add_argument("--delay", type=float, default=12.0)
+    parser.add_argument("--interval", type=float, default=0.25)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rows", nargs="+", default=["nostore", "kept", "background"])
+    parser.add_argument("--quick", action="store_true", help="N=1000, T=4 s, one round")
+    parser.add_argument("--redis", help="redis://HOST:PORT/DB for background-redis")
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="cProfile each row's window into PREFIX-<row>.pstats (about doubles the CPU)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.delay, args.rounds = 1000, 4.0, 1
+    if args.child:
+        result = child(args.child, args.n, args.delay, args.interval, args.redis, args.profile)
+        print(json.dumps(result))
+        return
+    for row in args.rows:
+        if row not in ROWS:
+            parser.error(f"unknown row {row!r} (one of {', '.join(ROWS)})")
+        if row == "background-redis" and not args.redis:
+            parser.error("background-redis needs --redis URL")
+    figures: dict[str, list[float]] = {row: [] for row in args.rows}
+    for round_number in range(args.rounds):
+        for row in args.rows:
+            command = [sys.executable, __file__, "--child", row, "-n", str(args.n)]
+            command += ["--delay", str(args.delay), "--interval", str(args.interval)]
+            if args.redis:
+                command += ["--redis", args.redis]
+            if args.profile:
+                command += ["--profile", args.profile]
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            if result["ended"] != args.n:
+                raise SystemExit(f"{row}: {result['ended']} of {args.n} streams ended")
+            figures[row].append(result["cpu_us_per_keepalive"])
+            print(
+                f"round {round_number + 1} {row}: {result['cpu_us_per_keepalive']:.2f} µs, "
+                f"{result['keepalives_in_window']} keepalives, collections by generation "
+                f"{result['collections_in_window']}"
+            )
+    floor = statistics.median(figures[args.rows[0]])
+    print(f"\n| row | µs per keepalive, each round | median | ÷ {args.rows[0]} |")
+    print("|---|---|---|---|")
+    for row, values in figures.items():
+        median = statistics.median(values)
+        each = " ".join(f"{value:.2f}" for value in values)
+        print(f"| {row} | {each} | {median:.2f} | {median / floor:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
