@@ -66,7 +66,7 @@ class Keep:
     ) -> None:
         self.background = background
         self.storage = storage
-        self.body = body
+        self.body: dict[str, Any] | None = body
         #: What the store served of the body, reported with its preparation (P10).
         self.served = (storage.served_previous(),) if served else ()
         self.input_items = input_items
@@ -77,7 +77,10 @@ class Keep:
         self.send: Send | None = None  # the server's, once watched
 
     def take_body(self) -> dict[str, Any]:
-        body, self.body = self.body, {}
+        """The body, once (none is held while the stream waits)."""
+        body, self.body = self.body, None
+        if body is None:
+            raise RuntimeError("the body of a kept request was taken already")
         return body
 
     async def result(self, result: dict[str, Any]) -> None:
@@ -104,14 +107,15 @@ class Keep:
         return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
 
     def watching(self, send: Send) -> Send:
-        """``send``, keeping the final write (``more_body`` false: the terminal frames); a
-        bound method, not a closure: two objects less per waiting stream."""
+        """``send``, keeping the final write (``more_body`` false: the terminal frames): this
+        object itself, callable as a ``send`` (not a closure or a bound method: no object
+        more per waiting stream)."""
         self.send = send
-        return self._watched
+        return self
 
-    def _watched(self, message: Message) -> Awaitable[None]:
-        # The server's own awaitable: no frame of this object in the chain every write of
-        # the stream resumes.
+    def __call__(self, message: Message) -> Awaitable[None]:
+        """The watched ``send``: hands back the server's own awaitable (no frame of this
+        object in the chain every write of the stream resumes)."""
         if message["type"] == "http.response.body" and not message.get("more_body", False):
             self.last_write = message.get("body")
         send = self.send
