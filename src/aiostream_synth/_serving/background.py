@@ -2,10 +2,12 @@
 event kept in a store, read by any number of readers from any sequence number, cancelled on
 request, visible only to the credentials that created them.
 
-The generation runs as a task of the app's lifespan (the *recorder*): it consumes its engine
-stream like a client that never leaves and appends each event to a live log in this process
-(what this process's readers follow) and to the store (what resume reads once the live log is
-gone, and, with a shared store, what other replicas read). A store that fails is logged and
+The backend call runs as a task of the app's lifespan, to its end. Its events are rendered by
+the creating client's own task while that client stays (the frames record themselves as the
+engine makes them), then by the *recorder*, a lifespan task that consumes the engine stream
+like a client that never leaves. Each event is appended to a live log in this process (what
+this process's readers follow) and to the store (what resume reads once the live log is gone,
+and, with a shared store, what other replicas read). A store that fails is logged and
 counted and only makes resume unavailable: the live log, and so every connected reader, goes
 on. The dialect's :class:`~aiostream_synth._dialects.base.Storage` says what an event is; this
 module knows no dialect by name.
@@ -327,20 +329,21 @@ class _RecordingFrames:
     cancelled response's events rather than the engine's failure). Recording inside the
     engine's own call leaves the writer no layer of its own to resume on every tick."""
 
-    __slots__ = ("_frames", "_id", "_live", "_owner", "_storage", "sent")
+    __slots__ = ("_frames", "key", "live", "owner", "sent", "storage")
 
     def __init__(
         self,
         owner: BackgroundResponses,
-        response_id: str,
+        key: str,
         live: _Live,
         storage: Storage,
         frames: StreamFrames,
     ) -> None:
-        self._owner = owner
-        self._id = response_id
-        self._live = live
-        self._storage = storage
+        self.owner = owner
+        #: The response's id.
+        self.key = key
+        self.live = live
+        self.storage = storage
         self._frames = frames
         #: The number of the last event handed to the engine for its client.
         self.sent = -1
@@ -351,11 +354,11 @@ class _RecordingFrames:
 
     def keepalive_frames(self, now: float) -> list[bytes]:
         frames = self._frames.keepalive_frames(now)
-        live = self._live
+        live = self.live
         if len(frames) == 1 and not live.done and self.sent == live.last:
             number = live.last + 1
             if _is_keepalive(frames[0], live.keepalive, number):  # a tick: the hot path
-                self._owner._add_keepalive(self._id, live, number)
+                self.owner._add_keepalive(self.key, live, number)
                 self.sent = number
                 return frames
         return self._recorded(frames)
@@ -370,21 +373,22 @@ class _RecordingFrames:
         return self._frames.error_response(failure)
 
     def _recorded(self, frames: list[bytes]) -> list[bytes]:
-        live = self._live
+        live = self.live
         if not frames:
             return frames
-        if self.sent == live.last and self._owner._add(
-            self._id, live, self._storage, b"".join(frames)
+        if self.sent == live.last and self.owner._add(
+            self.key, live, self.storage, b"".join(frames)
         ):
             self.sent = live.last  # recorded whole, nothing else was waiting to be sent
             return frames
         # Something else was recorded meanwhile (a cancel): the live log's events instead.
-        # (Never none: the writer stops at the terminal event, before asking for more.)
+        # There are some: the writer stops at the terminal event and asks for nothing after
+        # it (were there none, the engine's own frames: an empty batch would end nothing).
         return [frame for _, frame in self.unsent()] or frames
 
     def unsent(self) -> list[tuple[int, bytes]]:
         """The live log's events after those handed out, now counted as handed out."""
-        events = self._live.after(self.sent)
+        events = self.live.after(self.sent)
         if events:
             self.sent = events[-1][0]
         return events
@@ -396,25 +400,15 @@ class _Recorded:
     when something else recorded the response's end, or the engine failed before its first
     event."""
 
-    __slots__ = ("_frames", "_id", "_live", "_owner", "_prepared", "_storage", "_stream")
+    __slots__ = ("_frames", "_live", "_prepared", "_stream")
 
     def __init__(
-        self,
-        owner: BackgroundResponses,
-        response_id: str,
-        live: _Live,
-        storage: Storage,
-        prepared: PreparedRequest,
-        stream: SynthesizedStream,
-        frames: _RecordingFrames,
+        self, frames: _RecordingFrames, stream: SynthesizedStream, prepared: PreparedRequest
     ) -> None:
-        self._owner = owner
-        self._id = response_id
-        self._live = live
-        self._storage = storage
-        self._prepared = prepared
-        self._stream = stream
         self._frames = frames
+        self._live = frames.live
+        self._stream = stream
+        self._prepared = prepared
 
     def __aiter__(self) -> _Recorded:
         return self
@@ -442,7 +436,7 @@ class _Recorded:
                         "the engine stream ended before its terminal event"
                     ) from None
             except BackendError as exc:  # failed before its first event
-                self._owner._failed_early(self._id, live, self._storage, self._prepared, exc)
+                frames.owner._failed_early(frames.key, live, frames.storage, self._prepared, exc)
         events = frames.unsent()
         if not events:
             raise StopAsyncIteration
@@ -596,9 +590,7 @@ class BackgroundResponses:
         try:
             async with stream:
                 with self._tracked(stream):
-                    recorded = _Recorded(
-                        self, response_id, live, storage, prepared, stream, recording
-                    )
+                    recorded = _Recorded(recording, stream, prepared)
                     await write_until_disconnect(recorded, receive, send, extra, hook)
         finally:
             if live.done:
