@@ -6,6 +6,7 @@ Plain functions running their own loop: the server exists on asyncio loops only.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import socket
@@ -254,6 +255,38 @@ def test_the_scope(loop: str) -> None:
             assert callable(scope[ON_DISCONNECT])
             assert "state" not in scope
             client.close()
+
+    _run(loop, main)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_the_server_lets_go_of_the_scope_once_the_app_has_it(loop: str) -> None:
+    """The app owns the scope: while it streams, the server holds nothing of it (a waiting
+    stream would otherwise keep its scope and header list, 0.8 KiB, for minutes; #32 §1)."""
+    held: list[Any] = []
+    streaming = asyncio.Event()
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Receive, send: Send) -> None:
+        held.append(scope)
+        del scope
+        await _read_body(receive)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"waiting", "more_body": True})
+        streaming.set()
+        await release.wait()
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main() -> None:
+        async with _listening(app) as (port, _):
+            client = await _Client.open(port)
+            client.send(_post("/", b""))
+            await streaming.wait()
+            referrers = [type(r).__name__ for r in gc.get_referrers(held[0]) if r is not held]
+            release.set()
+            assert (await client.response())[1] == b"waiting"
+            client.close()
+            assert referrers == []
 
     _run(loop, main)
 
@@ -575,6 +608,7 @@ def test_an_app_that_fails_before_answering_gives_a_500(
 
     _run(loop, main)
     assert "the ASGI app" in caplog.text
+    assert "(POST /)" in caplog.text  # the request named, after the scope was handed over
 
 
 async def _fails_mid_answer(scope: Any, receive: Receive, send: Send) -> None:

@@ -736,6 +736,41 @@ async def test_a_turn_waiting_on_the_embedded_model_keeps_none_of_its_request() 
     assert kept < len(body) / 4, (kept, len(body))
 
 
+@pytest.mark.parametrize(
+    ("store", "extra"),
+    [("off", {}), ("memory", {}), ("memory", {"background": True})],
+    ids=["not stored", "stored", "background"],
+)
+async def test_a_waiting_stream_holds_none_of_its_requests_scope(
+    store: str, extra: dict[str, Any]
+) -> None:
+    """The scope (and its header list) serves the request's start: a stream waiting on its
+    backend keeps what it needs of it, so the scope is freed once the server lets go of it
+    too (0.8 KiB per waiting stream on ``serve``, #32 §1)."""
+    app = _proxy(store=store)
+    client = OneRequest(json.dumps(_responses("x [delay:3600]", **extra)).encode())
+    streaming = anyio.Event()
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            streaming.set()
+
+    held = [{**_RESPONSES_SCOPE, "headers": [(b"content-type", b"application/json")]}]
+    lifespan = Lifespan(app)
+    with anyio.fail_after(10):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            async with anyio.create_task_group() as request:
+                request.start_soon(app, held[0], client.receive, send)
+                await streaming.wait()  # its first keepalive: the stream waits on its backend
+                await anyio.wait_all_tasks_blocked()
+                referrers = [type(r).__name__ for r in gc.get_referrers(held[0]) if r is not held]
+                request.cancel_scope.cancel()
+            group.cancel_scope.cancel()  # the lifespan, and a background response's recorder
+    assert referrers == []
+
+
 def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:
     with pytest.raises(ValueError, match="max_connections"):
         UpstreamBackend("http://upstream/v1", max_connections=0)

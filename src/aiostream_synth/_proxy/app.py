@@ -72,6 +72,11 @@ class _Record:
     spec: DialectSpec
     #: The server's ``send``.
     server_send: Send
+    #: The request's path, client address and ``X-Forwarded-For``, for the log line (taken
+    #: from the scope at the start: a waiting stream does not hold its scope and headers).
+    path: str = ""
+    client: tuple[str, int] | None = None
+    forwarded_for: str = "-"
     start: float = field(default_factory=time.monotonic)
     stream: bool = False
     status: int = 0
@@ -143,7 +148,10 @@ def open_store(config: ProxyConfig) -> ResponseStore | None:
 
 
 def _client(scope: Scope) -> str:
-    client = scope.get("client")
+    return _address(scope.get("client"))
+
+
+def _address(client: tuple[str, int] | None) -> str:
     return f"{client[0]}:{client[1]}" if client else "-"
 
 
@@ -283,18 +291,20 @@ class ProxyApp:
             return
         # A dialect's POST, served and recorded in this frame: a waiting stream's task resumes
         # every coroutine frame above the engine on each tick.
-        record = _Record(spec, send)
+        record = _Record(spec, send, scope["path"], scope.get("client"), _forwarded_for(scope))
         token = _current.set(record)
         returned = False
         try:
-            await self.synth.handle(spec, scope, receive, record.send)
+            handling = self.synth.handle(spec, scope, receive, record.send)
+            del scope  # the handler keeps what it needs of it, not this frame
+            await handling
             returned = True
         finally:
             # The handler returns with its response unfinished only when the client left (the
             # disconnect ends the writing); an exception or a cancellation is something else.
             record.client_gone = returned and not record.finished
             _current.reset(token)
-            self._report(record, scope)
+            self._report(record)
 
     def _dialect_post(self, scope: Scope) -> DialectSpec | None:
         """The dialect of an authorized ``POST`` to one of its paths (None for anything else)."""
@@ -432,7 +442,7 @@ class ProxyApp:
             return
         await send_json(send, 200, listing)
 
-    def _report(self, record: _Record, scope: Scope) -> None:
+    def _report(self, record: _Record) -> None:
         """A finished dialect request: its metrics and its log line."""
         dialect = record.spec.name
         record.outcome = _outcome(record)
@@ -460,9 +470,9 @@ class ProxyApp:
                 "status=%s duration_s=%.3f upstream_s=%s keepalives=%d bytes=%d removed=%s "
                 "quietly_removed=%d%s",
                 dialect,
-                scope["path"],
-                _client(scope),
-                _forwarded_for(scope),
+                record.path,
+                _address(record.client),
+                record.forwarded_for,
                 # Known once the request passed preparation; a refused one may not even be JSON.
                 str(record.stream).lower() if record.prepared else "-",
                 record.outcome,

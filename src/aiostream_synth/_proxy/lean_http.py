@@ -198,8 +198,11 @@ class _Exchange:
         "done",
         "drains",
         "expect_continue",
+        "http11",
         "keep_alive",
+        "method",
         "on_lost",
+        "path",
         "remaining",
         "scope",
         "started",
@@ -210,7 +213,14 @@ class _Exchange:
         self, conn: _Connection, scope: dict[str, Any], expect_continue: bool, keep_alive: bool
     ) -> None:
         self.conn = conn
-        self.scope = scope
+        #: Handed to the app when its turn comes, then dropped: the app owns it, and a waiting
+        #: stream should not hold its request's scope and headers for minutes.
+        self.scope: dict[str, Any] | None = scope
+        self.method: str = scope["method"]  # for the log lines
+        self.path: str = scope["path"]
+        self.http11 = (
+            scope["http_version"] == "1.1"
+        )  # else a body without a length ends the connection
         #: Request body received and not yet handed to the app; None once the app was handed
         #: the request's last body message.
         self.body: bytearray | None = bytearray()
@@ -218,7 +228,7 @@ class _Exchange:
         self.waiter: asyncio.Future[None] | None = None  # a receive() waiting
         self.expect_continue = expect_continue
         self.keep_alive = keep_alive
-        self.bodyless = scope["method"] == "HEAD"  # the response has no body
+        self.bodyless = self.method == "HEAD"  # the response has no body
         self.started = False  # the response head was written
         self.chunked = False
         self.remaining: int | None = None  # body bytes the content-length still allows
@@ -263,8 +273,8 @@ class _Exchange:
         if failure is not None:
             LOG.error(
                 "the ASGI app failed (%s %s)",
-                self.scope["method"],
-                self.scope["path"],
+                self.method,
+                self.path,
                 exc_info=failure,
             )
         elif self.done or conn.closed:
@@ -273,8 +283,8 @@ class _Exchange:
             LOG.error(
                 "the ASGI app returned without %s its response (%s %s)",
                 "completing" if self.started else "starting",
-                self.scope["method"],
-                self.scope["path"],
+                self.method,
+                self.path,
             )
         if not self.started and not conn.closed:
             conn.write(error_response(500, "Internal Server Error"))
@@ -358,7 +368,7 @@ class _Exchange:
             self.bodyless = True
             remaining, chunked = None, False
         elif remaining is None and not chunked:
-            if self.scope["http_version"] == "1.1":
+            if self.http11:
                 chunked = True
                 head.append(b"transfer-encoding: chunked\r\n")
             else:
@@ -810,7 +820,9 @@ class _Connection(asyncio.Protocol):
         self.current = exchange
         server = self.server
         # The app's coroutine is the task (no wrapper: a frame less per open stream).
-        task = server.loop.create_task(server.app(exchange.scope, exchange.receive, exchange.send))
+        scope, exchange.scope = exchange.scope, None
+        assert scope is not None  # an exchange starts once
+        task = server.loop.create_task(server.app(scope, exchange.receive, exchange.send))
         server.tasks.add(task)
         task.add_done_callback(exchange.finished)
 

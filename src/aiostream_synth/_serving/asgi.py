@@ -95,6 +95,7 @@ async def handle_request(
     spec = spec_for(spec)
     headers = request_headers(scope)
     target = request_target(spec, scope["path"].rstrip("/") or "/", scope.get("query_string", b""))
+    del scope  # a waiting stream holds none of its request's scope (nor its header list)
     # A stored conversation is continued before preparation (a bridge converts it all).
     chain = (
         None
@@ -262,7 +263,9 @@ class SynthesizingApp:
             error = spec.error_response(405, "Use POST.", code="method_not_allowed")
             await send_answer(send, error, {"allow": "POST"})
             return
-        await self.handle(spec, scope, receive, send)
+        handling = self.handle(spec, scope, receive, send)
+        del scope  # the request's own frame keeps what it needs of it, not this one
+        await handling
 
     def handle(
         self, spec: DialectSpec | str, scope: Scope, receive: Receive, send: Send
