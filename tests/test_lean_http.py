@@ -763,6 +763,49 @@ def test_the_head_deadline_runs_from_the_start_and_only_while_nothing_is_answere
     asyncio.run(asyncio.wait_for(main(), 10))
 
 
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_head_sent_with_its_first_body_goes_out_in_one_write(loop: str) -> None:
+    """The engine's writer sends the response head and its first frame in one step: one
+    write (one segment, a system call less per stream). A head whose body comes later goes
+    out on the loop's next turn, before the app's next step; a failure after it still
+    sends it before the connection closes."""
+    go = {"/together": asyncio.Event(), "/apart": asyncio.Event(), "/fails": asyncio.Event()}
+
+    async def app(scope: Any, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        if scope["path"] == "/together":
+            await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        elif scope["path"] == "/fails":
+            raise ValueError("broken after its head")
+        await go[scope["path"]].wait()
+        await send({"type": "http.response.body", "body": b"last"})
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for path, released in go.items():
+            conn = _Connection(_Server(app, loop))
+            transport = FakeTransport()
+            conn.connection_made(transport)
+            conn.data_received(_post(path, b""))
+            await _until(lambda: transport.writes)  # noqa: B023 - awaited in this iteration
+            (head,) = transport.writes[:1]
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+            if path == "/together":
+                assert head.endswith(b"\r\n\r\n5\r\nfirst\r\n")
+            elif path == "/apart":
+                assert head.endswith(b"transfer-encoding: chunked\r\n\r\n")
+            else:
+                await _until(lambda: transport.closing)  # noqa: B023
+                assert transport.writes == [head]
+                continue
+            released.set()
+            await _until(lambda: len(transport.writes) == 2)  # noqa: B023
+            assert transport.writes[1] == b"4\r\nlast\r\n0\r\n\r\n"
+            conn.connection_lost(None)
+
+    _run(loop, main)
+
+
 @pytest.mark.parametrize("expect_continue", [False, True], ids=["plain", "expect-100"])
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_request_body_that_stops_coming_gets_a_408(loop: str, expect_continue: bool) -> None:

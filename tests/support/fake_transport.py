@@ -14,6 +14,7 @@ class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.written = b""
+        self.writes: list[bytes] = []  # each write() call's data
         self.closing = False
         self.paused = False  # reading paused by the protocol
         self.aborted = False
@@ -24,6 +25,7 @@ class FakeTransport(asyncio.Transport):
         return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
 
     def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
         self.written += bytes(data)
 
     def is_closing(self) -> bool:

@@ -198,6 +198,7 @@ class _Exchange:
         "done",
         "drains",
         "expect_continue",
+        "head",
         "http11",
         "keep_alive",
         "method",
@@ -218,9 +219,8 @@ class _Exchange:
         self.scope: dict[str, Any] | None = scope
         self.method: str = scope["method"]  # for the log lines
         self.path: str = scope["path"]
-        self.http11 = (
-            scope["http_version"] == "1.1"
-        )  # else a body without a length ends the connection
+        # HTTP/1.0 has no chunked framing: a body without a length ends the connection
+        self.http11 = scope["http_version"] == "1.1"
         #: Request body received and not yet handed to the app; None once the app was handed
         #: the request's last body message.
         self.body: bytearray | None = bytearray()
@@ -229,7 +229,11 @@ class _Exchange:
         self.expect_continue = expect_continue
         self.keep_alive = keep_alive
         self.bodyless = self.method == "HEAD"  # the response has no body
-        self.started = False  # the response head was written
+        self.started = False  # the response head was made (it may not be written yet)
+        #: The response head not yet written: it goes out with the first body write, or on
+        #: the loop's next turn if none comes in this one (one write, not two, for an app
+        #: that sends its head with its first frame, as the engine's writer does).
+        self.head: bytes | None = None
         self.chunked = False
         self.remaining: int | None = None  # body bytes the content-length still allows
         self.done = False  # the response was written whole
@@ -266,6 +270,7 @@ class _Exchange:
         without answering, is a 500 when nothing was written yet, else the connection closes."""
         conn = self.conn
         conn.server.tasks.discard(task)
+        self.write_head()  # an answer begun goes out as far as it got, then the connection ends
         if task.cancelled():
             conn.close()
             return
@@ -382,27 +387,39 @@ class _Exchange:
         self.started = True
         self.drains = not self.body_done and not self.expect_continue
         self.expect_continue = False
-        self.conn.write(b"".join(head))
+        self.head = b"".join(head)
+        self.conn.server.loop.call_soon(self.write_head)
+
+    def write_head(self) -> None:
+        """Write the response head if no body write took it along."""
+        head, self.head = self.head, None
+        if head is not None and not self.conn.closed:
+            self.conn.write(head)
 
     def _body(self, body: bytes, more: bool) -> None:
-        conn = self.conn
+        data = b""
         if self.bodyless:
             pass  # HEAD, 204, 304: whatever the app sends is not written
         elif self.chunked:
             if body and more:
-                conn.write(b"%x\r\n%b\r\n" % (len(body), body))
+                data = b"%x\r\n%b\r\n" % (len(body), body)
             elif body:
-                conn.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body))
+                data = b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)
             elif not more:
-                conn.write(_LAST_CHUNK)
+                data = _LAST_CHUNK
         elif self.remaining is not None:
             if len(body) > self.remaining:
                 raise RuntimeError("response body longer than its content-length")
             self.remaining -= len(body)
-            if body:
-                conn.write(body)
-        elif body:
-            conn.write(body)
+            data = body
+        else:
+            data = body
+        head = self.head
+        if head is not None:
+            self.head = None
+            data = head + data
+        if data:
+            self.conn.write(data)
         if more:
             return
         if self.remaining:
@@ -410,7 +427,7 @@ class _Exchange:
         self.done = True
         self.on_lost = None
         self.wake()
-        conn.answered(self)
+        self.conn.answered(self)
 
 
 class _Connection(asyncio.Protocol):
@@ -729,6 +746,8 @@ class _Connection(asyncio.Protocol):
         being answered (see :meth:`_linger`), at once when one is (its app hears of it)."""
         current = self.current
         if self.closed or (current is not None and current.started):
+            if current is not None:
+                current.write_head()  # what the app began goes out before the end
             self.close()
             return
         self.write(error_response(status, text))
