@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,3 +178,47 @@ async def test_a_background_stream_counts_its_keepalives_from_the_request_arriva
             await app(_with_key(post_scope(path)), cancel.receive, cancel.send)
             assert cancel.sent[0]["status"] == 200
             await lifespan.say("shutdown")
+
+
+class _StuckClient(_Client):
+    """A client whose second body's write never completes (a full socket) until it leaves."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.stuck = anyio.Event()
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if self.second_body.is_set():
+            self.stuck.set()
+            await anyio.sleep_forever()
+
+
+async def test_a_client_leaving_after_the_lifespan_ended_ends_its_response_there(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server stopping: its lifespan has ended (no task can be started in it) when a
+    background stream's client, stuck in a write, leaves mid-wait. The response is not
+    handed to a recorder that nothing would run or wait for: it ends there, without an
+    error, as a recorder cancelled with the lifespan ends it."""
+    caplog.set_level(logging.INFO)
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory", drain_timeout=0))
+    background = app.synth.background
+    assert background is not None
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": "x [delay:600]", "background": True, "stream": True}
+    client = _StuckClient(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as requests:
+            async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+                group.start_soon(lifespan.run)
+                await lifespan.say("startup")
+                requests.start_soon(app, scope, client.receive, client.send)
+                await client.stuck.wait()
+                assert background.generating == 1
+                await lifespan.say("shutdown")
+            client.gone.set()
+    assert background.generating == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert any("ended: status=" in r.getMessage() for r in caplog.records)

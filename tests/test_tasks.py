@@ -89,6 +89,22 @@ async def test_starting_outside_the_context_is_an_error() -> None:
         BackgroundTasks().start_soon(anyio.sleep, 0)
 
 
+async def test_starting_after_the_context_was_left_is_an_error() -> None:
+    """On both loops: nothing would wait for a task started then (it would outlive the
+    lifespan), so it is refused and never called."""
+    called: list[str] = []
+
+    async def work() -> None:
+        called.append("work")
+
+    async with BackgroundTasks() as tasks:
+        pass
+    with pytest.raises(RuntimeError):
+        tasks.start_soon(work)
+    await anyio.lowlevel.checkpoint()
+    assert called == []
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_on_asyncio_a_task_takes_its_first_step_at_once() -> None:
     """Eager start: a backend call begins when its stream does, not after whatever the loop

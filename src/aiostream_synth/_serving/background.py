@@ -596,9 +596,12 @@ class BackgroundResponses:
             if live.done:
                 self._ended(response_id, live, storage, started)
             else:
-                tasks.start_soon(
-                    self._record, response_id, live, storage, prepared, frames, started
-                )
+                try:
+                    tasks.start_soon(
+                        self._record, response_id, live, storage, prepared, frames, started
+                    )
+                except RuntimeError:  # the lifespan has ended: the server is stopping
+                    self._ended(response_id, live, storage, started)  # as a cancelled recorder
 
     def _stream(
         self,

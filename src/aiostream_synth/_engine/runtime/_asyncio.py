@@ -147,11 +147,12 @@ class AsyncioTaskSet:
     guarantee without its per-task cost (a task handle, its finished-event and a wrapper
     coroutine each)."""
 
-    __slots__ = ("_loop", "_tasks")
+    __slots__ = ("_ended", "_loop", "_tasks")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._ended = False  # left: a task started now would outlive it
 
     async def __aenter__(self) -> AsyncioTaskSet:
         return self
@@ -159,7 +160,11 @@ class AsyncioTaskSet:
     def start_soon(
         self, func: Callable[..., Any], *args: Any, name: object = None
     ) -> asyncio.Task[Any]:
-        """Start ``func(*args)``; its first step has run when this returns."""
+        """Start ``func(*args)``; its first step has run when this returns. Once the set
+        was left, a :class:`RuntimeError` (as an anyio task group that is no longer active
+        raises): nothing would wait for the task."""
+        if self._ended:
+            raise RuntimeError("this task set was left; no new tasks can be started")
         coro: Any = func(*args)
         loop, task_name = self._loop, None if name is None else str(name)
         task: asyncio.Task[Any]
@@ -193,6 +198,7 @@ class AsyncioTaskSet:
         while self._tasks:  # nothing outlives the context
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._tasks))
+        self._ended = True
         return None
 
 
