@@ -99,7 +99,7 @@ async def test_starting_after_the_context_was_left_is_an_error() -> None:
 
     async with BackgroundTasks() as tasks:
         pass
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="no new tasks can be started"):
         tasks.start_soon(work)
     await anyio.lowlevel.checkpoint()
     assert called == []

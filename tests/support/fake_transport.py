@@ -13,7 +13,6 @@ from typing import Any
 class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
-        self.written = b""
         self.writes: list[bytes] = []  # each write() call's data
         self.closing = False
         self.paused = False  # reading paused by the protocol
@@ -26,7 +25,11 @@ class FakeTransport(asyncio.Transport):
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
-        self.written += bytes(data)
+
+    @property
+    def written(self) -> bytes:
+        """Everything written, in order."""
+        return b"".join(self.writes)
 
     def is_closing(self) -> bool:
         return self.closing

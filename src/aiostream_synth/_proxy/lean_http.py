@@ -270,7 +270,7 @@ class _Exchange:
         without answering, is a 500 when nothing was written yet, else the connection closes."""
         conn = self.conn
         conn.server.tasks.discard(task)
-        self.write_head()  # an answer begun goes out as far as it got, then the connection ends
+        self.write_head()  # a head the app's end left unsent goes out before what follows
         if task.cancelled():
             conn.close()
             return
