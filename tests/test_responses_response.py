@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from typing import Any, cast
 
 import httpx
@@ -176,6 +179,31 @@ def test_a_bare_result_gets_the_fields_the_sdk_requires() -> None:
         assert item["status"] == "completed"
         assert item["id"] == "msg_b_0"
         assert item["content"] == [{"type": "output_text", "text": "x", "annotations": []}]
+
+
+def test_the_fields_a_bare_result_gets_come_in_one_order_whatever_the_hash_seed() -> None:
+    """The same result gives the same bytes in every process: the fields filled in for it
+    do not follow the iteration order of a set of strings, which the hash seed decides (a
+    fleet's replicas, or two runs of a test, would each send their own bytes)."""
+    code = (
+        "import sys\n"
+        "from aiostream_synth import synthesize_responses_sse\n"
+        "bare = {'id': 'resp_b', 'created_at': 1, 'status': 'completed', 'output': []}\n"
+        "sys.stdout.write(''.join(synthesize_responses_sse(bare, fidelity='full')))\n"
+    )
+    streams = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            check=True,
+            text=True,
+        ).stdout
+        for seed in range(1, 7)
+    }
+    (stream,) = streams
+    first = json.loads(stream.split("data: ", 2)[1].split("\n", 1)[0])["response"]
+    assert list(first)[:5] == ["object", "model", "parallel_tool_calls", "tool_choice", "tools"]
 
 
 @pytest.mark.parametrize(

@@ -154,10 +154,24 @@ def _terminal_type(status: Any) -> str:
     )
 
 
-#: The fields the SDK's ``Response`` requires, and what an envelope lacking one gets.
-_REQUIRED_RESPONSE_FIELDS = frozenset(
-    {"id", "object", "created_at", "model", "output", "parallel_tool_calls", "tool_choice", "tools"}
+#: The fields the SDK's ``Response`` requires, in the order an envelope lacking them gets them.
+_REQUIRED_RESPONSE_FIELDS = (
+    "id",
+    "object",
+    "created_at",
+    "model",
+    "output",
+    "parallel_tool_calls",
+    "tool_choice",
+    "tools",
 )
+#: What an envelope lacking one of them gets, when it is a constant.
+_CONSTANT_DEFAULTS: dict[str, Any] = {
+    "object": "response",
+    "model": "",
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+}
 
 
 def _default(key: str) -> Any:
@@ -165,19 +179,17 @@ def _default(key: str) -> Any:
         return new_response_id()
     if key == "created_at":
         return int(time.time())
-    return {
-        "object": "response",
-        "model": "",
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-    }.get(key, [])  # output, tools
+    if key in _CONSTANT_DEFAULTS:
+        return _CONSTANT_DEFAULTS[key]
+    return []  # output, tools: a list of its own for each envelope
 
 
 def _complete(resp: dict[str, Any]) -> dict[str, Any]:
-    """``resp`` with every field the SDK's ``Response`` requires (itself when it has them)."""
-    if resp.keys() >= _REQUIRED_RESPONSE_FIELDS:
-        return resp
-    return {**{k: _default(k) for k in _REQUIRED_RESPONSE_FIELDS if k not in resp}, **resp}
+    """``resp`` with every field the SDK's ``Response`` requires (itself when it has them);
+    the missing ones first, always in the same order (a stream's bytes do not depend on the
+    process's hash seed)."""
+    missing = {key: _default(key) for key in _REQUIRED_RESPONSE_FIELDS if key not in resp}
+    return {**missing, **resp} if missing else resp
 
 
 def skeleton(resp: dict[str, Any]) -> dict[str, Any]:
