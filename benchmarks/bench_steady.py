@@ -3,9 +3,11 @@
 N Responses streams, each a request to the proxy's ASGI app itself (``ProxyApp``, the app
 ``serve`` runs) on uvloop when installed, the embedded model answering after T seconds,
 keepalives every K seconds; ``send`` counts the keepalives and drops the bytes. What is timed
-is the process's CPU over the steady window (every stream waiting), per keepalive. No sockets,
-no load client: what is left is the Python path a tick takes, which ``bench_load.py`` measures
-among the kernel's and the client's costs, and among their noise.
+is the process's CPU over the steady window, per keepalive: from two intervals after the last
+stream's first keepalive (the wave over, every creation written) to two intervals before the
+first stream may end. No sockets, no load client: what is left is the Python path a tick
+takes, which ``bench_load.py`` measures among the kernel's and the client's costs, and among
+their noise.
 
 Rows (each in a subprocess of its own, alternated round after round, medians reported):
 
@@ -59,7 +61,7 @@ def child(
     if row.startswith("background"):
         body["background"] = True
     raw = json.dumps(body).encode()
-    counts = {"keepalives": 0, "ended": 0}
+    counts = {"keepalives": 0, "ended": 0, "started": 0}
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -82,9 +84,10 @@ def child(
         await inbox.put({"type": "lifespan.startup"})
         assert (await outbox.get())["type"] == "lifespan.startup.complete"
         forever = asyncio.Event()
+        all_started = asyncio.Event()  # every stream had its first keepalive
 
         async def one() -> None:
-            requested = False
+            requested = started = False
 
             async def receive() -> dict[str, Any]:
                 nonlocal requested
@@ -97,21 +100,35 @@ def child(
             async def send(message: MutableMapping[str, Any]) -> None:
                 if message["type"] != "http.response.body":
                     return
+                nonlocal started
                 if message.get("more_body", False):
                     counts["keepalives"] += 1
+                    if not started:
+                        started = True
+                        counts["started"] += 1
+                        if counts["started"] == n:
+                            all_started.set()
                 else:
                     counts["ended"] += 1
 
             await app(dict(scope), receive, send)
 
+        launched = time.monotonic()
         tasks = [asyncio.create_task(one()) for _ in range(n)]
-        await asyncio.sleep(interval * 4)  # every stream open, its first ticks done
+        # The window opens once the wave is over: every stream open and ticking (its first
+        # keepalive sent, its creation written), two intervals after the last one began.
+        await asyncio.wait_for(all_started.wait(), timeout=delay / 2)
+        await asyncio.sleep(interval * 2)
+        # ... and closes two intervals before the first stream may end.
+        window = delay - (time.monotonic() - launched) - interval * 2
+        if window < interval * 8:
+            raise SystemExit(f"{row}: the wave left no steady window: give a longer --delay")
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
         gc.callbacks.append(collector)
         cpu0, ka0 = time.process_time(), counts["keepalives"]
-        await asyncio.sleep(max(delay - interval * 8, interval))
+        await asyncio.sleep(window)
         cpu1, ka1 = time.process_time(), counts["keepalives"]
         gc.callbacks.remove(collector)
         if profiler is not None:
