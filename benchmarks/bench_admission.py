@@ -45,8 +45,8 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
     from aiostream_synth._proxy.serve import _tune_garbage_collector, _warm_up
 
     class Transport(asyncio.Transport):
-        """Counts its first writes (``expected`` of them set ``all_written``); nothing else of
-        a socket."""
+        """Counts the streams' first writes (``expected`` of them set ``all_written``);
+        nothing else of a socket."""
 
         written = 0
         expected = -1
@@ -54,14 +54,14 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
 
         def __init__(self) -> None:
             super().__init__()
-            self.wrote = False
+            self.first = True  # its next write is its first
 
         def get_extra_info(self, name: str, default: Any = None) -> Any:
             return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
 
         def write(self, data: Any) -> None:
-            if not self.wrote:
-                self.wrote = True
+            if self.first:
+                self.first = False
                 Transport.written += 1
                 if Transport.written == Transport.expected and Transport.all_written:
                     Transport.all_written.set()
@@ -124,13 +124,17 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
             conn.data_received(request)
             conns.append(conn)
 
-        for _ in range(64):  # warm: every path taken once
+        for _ in range(64):  # warm: every path taken once, the client's leaving too
             open_one()
+        await quiet()
+        for conn in conns:
+            conn.connection_lost(None)
+        conns.clear()
         await quiet()
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
-        start, cpu0, first = time.monotonic(), time.process_time(), Transport.written
+        start, cpu0 = time.monotonic(), time.process_time()
         for k in range(n):
             open_one()
             if k % batch == batch - 1:
@@ -140,8 +144,8 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile}-{row}-admission.pstats")
-        early = Transport.written - first  # first writes before the wave was admitted
-        Transport.expected, Transport.all_written = first + n, asyncio.Event()
+        early = Transport.written  # first writes before the wave was admitted
+        Transport.expected, Transport.all_written = n, asyncio.Event()
         # Idle until just before the first keepalives are due: their CPU alone is timed next.
         await asyncio.sleep(max(INTERVAL - (time.monotonic() - start) - 0.2, 0))
         cpu2 = time.process_time()

@@ -117,7 +117,10 @@ def child(
         tasks = [asyncio.create_task(one()) for _ in range(n)]
         # The window opens once the wave is over: every stream open and ticking (its first
         # keepalive sent, its creation written), two intervals after the last one began.
-        await asyncio.wait_for(all_started.wait(), timeout=delay / 2)
+        try:
+            await asyncio.wait_for(all_started.wait(), timeout=delay / 2)
+        except TimeoutError:
+            raise SystemExit(f"{row}: {n - counts['started']} streams never ticked") from None
         await asyncio.sleep(interval * 2)
         # ... and closes two intervals before the first stream may end.
         window = delay - (time.monotonic() - launched) - interval * 2
