@@ -30,6 +30,8 @@ import sys
 import time
 from typing import Any
 
+from bench_load import RESPONSES_WIRE, request_bytes
+
 ROWS = ("floor", "nostore", "kept")
 #: Seconds to the first keepalive: longer than any wave here takes to be admitted.
 INTERVAL = 4.0
@@ -100,12 +102,8 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
     )
     _warm_up()
     _tune_garbage_collector()  # as serve does once the app is built
-    body = json.dumps({"model": "bench", "input": "bench [delay:60]", "stream": True}).encode()
-    request = (
-        b"POST /v1/responses HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-        + b"Content-Length: %d\r\n\r\n" % len(body)
-        + body
-    )
+    # The request bench_load.py's streams send (its backend answers long after this run).
+    request = request_bytes(RESPONSES_WIRE, RESPONSES_WIRE.body("bench [delay:60]"))
 
     async def quiet() -> None:
         for _ in range(100):  # every ready callback and task step of the wave run

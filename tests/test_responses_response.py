@@ -202,7 +202,7 @@ def test_the_fields_a_bare_result_gets_come_in_one_order_whatever_the_hash_seed(
         for seed in range(1, 5)
     }
     (stream,) = streams
-    first = json.loads(stream.split("data: ", 2)[1].split("\n", 1)[0])["response"]
+    first = _events([stream])[0][1]["response"]  # response.created
     assert list(first)[:5] == ["object", "model", "parallel_tool_calls", "tool_choice", "tools"]
 
 
