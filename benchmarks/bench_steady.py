@@ -20,12 +20,19 @@ Rows (each in a subprocess of its own, alternated round after round, medians rep
     python benchmarks/bench_steady.py                       # N=5000, T=12 s, K=0.25 s, 5 rounds
     python benchmarks/bench_steady.py --quick               # N=1000, T=4 s, one round
     python benchmarks/bench_steady.py --rows nostore background --rounds 9
+    python benchmarks/bench_steady.py --rows nostore background --paired --rounds 8
+
+``--paired`` runs two rows at the same time, each pinned to a core of its own (swapped every
+round), and reports the ratio of each round: both rows then share whatever else the machine
+is doing at that moment, which on a shared host moves one row's figure from run to run by
+more than the difference between rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -171,12 +178,21 @@ def main() -> None:
         metavar="PREFIX",
         help="cProfile each row's window into PREFIX-<row>.pstats (about doubles the CPU)",
     )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="two rows at once, on cores 0 and 1 (swapped each round): a ratio per round",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.n, args.delay, args.rounds = 1000, 4.0, 1
     if args.child:
+        if args.cpu is not None:
+            os.sched_setaffinity(0, {args.cpu})
         result = child(args.child, args.n, args.delay, args.interval, args.redis, args.profile)
+        result["cpu"] = args.cpu
         print(json.dumps(result))
         return
     for row in args.rows:
@@ -184,25 +200,42 @@ def main() -> None:
             parser.error(f"unknown row {row!r} (one of {', '.join(ROWS)})")
         if row == "background-redis" and not args.redis:
             parser.error("background-redis needs --redis URL")
+    if args.paired and (len(args.rows) != 2 or (os.cpu_count() or 1) < 2):
+        parser.error("--paired needs two rows and two cores")
     figures: dict[str, list[float]] = {row: [] for row in args.rows}
     for round_number in range(args.rounds):
-        for row in args.rows:
-            command = [sys.executable, __file__, "--child", row, "-n", str(args.n)]
-            command += ["--delay", str(args.delay), "--interval", str(args.interval)]
-            if args.redis:
-                command += ["--redis", args.redis]
-            if args.profile:
-                command += ["--profile", args.profile]
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
-            if result["ended"] != args.n:
-                raise SystemExit(f"{row}: {result['ended']} of {args.n} streams ended")
+        if args.paired:
+            cores = (0, 1) if round_number % 2 == 0 else (1, 0)
+            children = [
+                subprocess.Popen(_command(args, row, cpu), stdout=subprocess.PIPE, text=True)
+                for row, cpu in zip(args.rows, cores, strict=True)
+            ]
+            results = [_result(args, row, p) for row, p in zip(args.rows, children, strict=True)]
+        else:
+            results = [
+                _result(
+                    args,
+                    row,
+                    subprocess.Popen(_command(args, row), stdout=subprocess.PIPE, text=True),
+                )
+                for row in args.rows
+            ]
+        for result in results:
+            row = result["row"]
             figures[row].append(result["cpu_us_per_keepalive"])
+            core = f" (core {result['cpu']})" if result.get("cpu") is not None else ""
             print(
-                f"round {round_number + 1} {row}: {result['cpu_us_per_keepalive']:.2f} µs, "
+                f"round {round_number + 1} {row}{core}: {result['cpu_us_per_keepalive']:.2f} µs, "
                 f"{result['keepalives_in_window']} keepalives, collections by generation "
                 f"{result['collections_in_window']}"
             )
+    if args.paired:
+        first, second = args.rows
+        ratios = [b / a for a, b in zip(figures[first], figures[second], strict=True)]
+        each = " ".join(f"{ratio:.3f}" for ratio in ratios)
+        print(f"\n| {second} ÷ {first}, each round (at the same time) | median | mean |")
+        print("|---|---|---|")
+        print(f"| {each} | {statistics.median(ratios):.3f}x | {statistics.mean(ratios):.3f}x |")
     floor = statistics.median(figures[args.rows[0]])
     print(f"\n| row | µs per keepalive, each round | median | ÷ {args.rows[0]} |")
     print("|---|---|---|---|")
@@ -210,6 +243,29 @@ def main() -> None:
         median = statistics.median(values)
         each = " ".join(f"{value:.2f}" for value in values)
         print(f"| {row} | {each} | {median:.2f} | {median / floor:.2f}x |")
+
+
+def _command(args: argparse.Namespace, row: str, cpu: int | None = None) -> list[str]:
+    command = [sys.executable, __file__, "--child", row, "-n", str(args.n)]
+    command += ["--delay", str(args.delay), "--interval", str(args.interval)]
+    if args.redis:
+        command += ["--redis", args.redis]
+    if args.profile:
+        command += ["--profile", args.profile]
+    if cpu is not None:
+        command += ["--cpu", str(cpu)]
+    return command
+
+
+def _result(args: argparse.Namespace, row: str, process: subprocess.Popen[str]) -> dict[str, Any]:
+    """A child's result, once it has ended (its streams all ended, or the run is void)."""
+    out, _ = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"{row}: the child failed (exit status {process.returncode})")
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    if result["ended"] != args.n:
+        raise SystemExit(f"{row}: {result['ended']} of {args.n} streams ended")
+    return result
 
 
 if __name__ == "__main__":

@@ -222,3 +222,118 @@ async def test_a_client_leaving_after_the_lifespan_ended_ends_its_response_there
     assert background.generating == 0
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert any("ended: status=" in r.getMessage() for r in caplog.records)
+
+
+async def test_waiting_responses_keepalive_numbers_reach_the_store_together() -> None:
+    """A tick records its response's number alone (no event of its own in the live log or
+    the store); the writer takes the latest numbers to the store every
+    ``store.progress_every_s``, every waiting response's in the same call."""
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
+    background = app.synth.background
+    assert background is not None
+    store = background.store
+    store.progress_every_s = 4 * K  # the memory store's own: 2 s
+    calls: list[dict[str, int]] = []
+    numbered = anyio.Event()
+    real_append_many = store.append_many
+
+    async def append_many(writes: Any, keepalives: Any = None) -> None:
+        await real_append_many(writes, keepalives)
+        calls.append(dict(keepalives or {}))
+        if len(ids) == 3 and all(keepalives and i in keepalives for i in ids):
+            numbered.set()
+
+    store.append_many = append_many  # type: ignore[method-assign]
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": "x [delay:600]", "background": True, "stream": True}
+    clients = [_Client(json.dumps(body).encode()) for _ in range(3)]
+    ids: list[str] = []
+    with anyio.fail_after(60):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            async with anyio.create_task_group() as requests:
+                for client in clients:
+                    scope = _with_key(post_scope("/v1/responses"))
+                    scope[ON_DISCONNECT] = lambda callback: None
+                    requests.start_soon(app, scope, client.receive, client.send)
+                for client in clients:
+                    await client.second_body.wait()  # a keepalive
+                    first = client.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
+                    ids.append(json.loads(first)["response"]["id"])
+                await numbered.wait()
+                taken = calls[-1]
+                for response_id in ids:
+                    stored = await store.get(response_id)
+                    assert stored is not None
+                    assert stored.last_sequence == taken[response_id] >= 2
+                    client = clients[ids.index(response_id)]
+                    sent = b"".join(m["body"] for m in client.bodies)
+                    assert f'"sequence_number":{taken[response_id]}}}'.encode() in sent
+                for client in clients:
+                    client.gone.set()
+                for response_id in ids:
+                    cancel = OneRequest(b"")
+                    path = f"/v1/responses/{response_id}/cancel"
+                    await app(_with_key(post_scope(path)), cancel.receive, cancel.send)
+                    assert cancel.sent[0]["status"] == 200
+            await lifespan.say("shutdown")
+    assert background.generating == 0
+
+
+class _CallsStore:
+    """A store's ``append_many`` that only records what each call carried."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    async def append_many(self, writes: Any, keepalives: Any = None) -> None:
+        self.calls.append((len(writes), len(keepalives or {})))
+
+
+async def test_a_flush_sends_thousands_of_keepalive_numbers_in_one_call() -> None:
+    """Responses' writes go 500 a call (a call is built without a pause); keepalive numbers,
+    a word each, go with the first call: a call costs the store's client far more than a
+    number, and a tick's number is what thousands of waiting responses write."""
+    from aiostream_synth._serving.background import BackgroundResponses, _Write
+
+    store = _CallsStore()
+    background = BackgroundResponses(store, keepalive_interval=K, timeout=None)  # type: ignore[arg-type]
+    numbers = {f"resp_{i}": 7 for i in range(12_000)}
+    await background._flush({}, numbers)
+    assert store.calls == [(0, 10_000), (0, 2_000)]
+    store.calls.clear()
+    writes = {f"resp_{i}": _Write([], None, False, None) for i in range(1_200)}
+    await background._flush(writes, dict(list(numbers.items())[:3_000]))
+    assert store.calls == [(500, 3_000), (500, 0), (200, 0)]
+
+
+async def test_keepalives_keep_a_waiting_response_in_the_memory_store_past_its_ttl() -> None:
+    """The memory store takes a waiting response's keepalive numbers every quarter of a short
+    TTL (``progress_every_s``), and each renews the response's TTL there: a response that
+    waits for five TTLs is still stored, completed, at its end."""
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory", store_ttl_s=4 * K))
+    background = app.synth.background
+    assert background is not None
+    store: Any = background.store
+    store._clock = anyio.current_time  # the test loop's clock (trio's jumps)
+    assert store.progress_every_s == K
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": f"x [delay:{20 * K}]", "background": True, "stream": True}
+    client = _Client(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    scope[ON_DISCONNECT] = lambda callback: None
+    with anyio.fail_after(60):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            started = anyio.current_time()
+            await app(scope, client.receive, client.send)  # to its terminal event
+            assert anyio.current_time() - started >= 5 * store.ttl_s
+            await lifespan.say("shutdown")  # what is queued is written
+    first = client.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
+    stored = await store.get(json.loads(first)["response"]["id"])
+    assert stored is not None
+    assert stored.done
+    assert stored.object["status"] == "completed"
+    assert store.expired == 0

@@ -160,15 +160,57 @@ async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis
         assert await client.hgetall(f"{prefix}progress") == {}
 
 
+async def test_keepalives_renew_a_waiting_responses_ttl_once_a_quarter_ttl(redis_url: str) -> None:
+    """On Redis, a waiting response's keys live ``ttl_s`` after its last write, and its
+    keepalives renew them once it has waited a quarter of that since: each response when it
+    is due, whichever of them the flush before looked up."""
+    prefix = f"t{uuid.uuid4().hex}:"
+    now = [1000.0]
+    async with RedisStore(redis_url, prefix=prefix, ttl_s=400, clock=lambda: now[0]) as store:
+        client: Any = store._client
+
+        async def ttls() -> dict[str, int]:
+            return {name: await client.ttl(f"{prefix}r:{name}") for name in ("r1", "r2")}
+
+        async def shorten() -> None:  # as if time had passed on the server
+            for name in ("r1", "r2"):
+                await client.expire(f"{prefix}r:{name}", 50)
+                await client.expire(f"{prefix}e:{name}", 50)
+
+        await store.create("r1", "o", {"id": "r1"})
+        await store.append("r1", [(0, A)], keepalive=TEMPLATE)  # due at 1100
+        now[0] += 60
+        await store.create("r2", "o", {"id": "r2"})
+        await store.append("r2", [(0, A)], keepalive=TEMPLATE)  # due at 1160
+        await shorten()
+        now[0] = 1099.0
+        await store.append_many({}, {"r1": 3, "r2": 3})
+        assert all(0 < ttl <= 50 for ttl in (await ttls()).values())
+        now[0] = 1100.0
+        await store.append_many({}, {"r1": 4, "r2": 4})
+        ttl = await ttls()
+        assert 350 < ttl["r1"] <= 400
+        assert 0 < ttl["r2"] <= 50
+        assert 350 < await client.ttl(f"{prefix}e:r1") <= 400
+        await shorten()
+        now[0] = 1160.0
+        await store.append_many({}, {"r2": 5})  # r1's keepalive in another flush
+        await store.append_many({}, {"r1": 5})
+        ttl = await ttls()
+        assert 0 < ttl["r1"] <= 50  # renewed at 1100: due again at 1200
+        assert 350 < ttl["r2"] <= 400
+
+
 @pytest.mark.parametrize("odd_id", [None, "with space"], ids=["ids of ours", "an id with a space"])
 async def test_keepalive_numbers_of_many_responses_reach_the_hash(
     redis_url: str, odd_id: str | None
 ) -> None:
-    """A flush's keepalive numbers go to Redis packed in one argument (1,200 of them here, as
-    a wave of waiting responses makes), each field then holding its own number and the hash
-    its TTL; an id the packing cannot carry (a space in it) sends them field by field."""
+    """A flush's keepalive numbers go to Redis packed in one argument (10,000 of them here, a
+    flush's most: the script sets them 3,500 a command), each field then holding its own
+    number and the hash its TTL; an id the packing cannot carry (a space in it) sends them
+    field by field."""
     prefix = f"t{uuid.uuid4().hex}:"
-    names = [f"resp_{n:04d}" for n in range(1200)] + ([odd_id] if odd_id else [])
+    names = [f"resp_{n:05d}" for n in range(10_000)] + ([odd_id] if odd_id else [])
     numbers = {name: 3 + n for n, name in enumerate(names)}
     async with RedisStore(redis_url, prefix=prefix, ttl_s=600) as store:
         await store.append_many({}, numbers)

@@ -127,6 +127,28 @@ class StreamDialect(Protocol):
         ...
 
 
+class StoredFrames(StreamFrames, Protocol):
+    """One stored stream's frames (:meth:`Storage.stored_dialect`): every event numbered.
+
+    Once its opening events are out, each of its keepalive ticks is exactly one keepalive,
+    the one its template renders (:attr:`StoredEvent.keepalive`) with the next number: a
+    background stream's recorder renders those itself, as a replay does, and tells the
+    frames where their numbering goes on (:meth:`skip_to`)."""
+
+    def skip_to(self, sequence: int) -> None:
+        """Number the next event ``sequence`` (not below the next number it would have
+        given): the events before it were rendered from its keepalive template elsewhere."""
+        ...
+
+
+class StoredDialect(Protocol):
+    """A stored stream's output options (:meth:`Storage.stored_dialect`)."""
+
+    def open_stream(self) -> StoredFrames:
+        """A fresh :class:`StoredFrames` for one stream."""
+        ...
+
+
 class DialectSettings(Protocol):
     """What a :class:`DialectSpec` reads when it opens a stream (the serving layer's
     ``StreamSettings`` provides it)."""
@@ -248,7 +270,7 @@ class Storage(Protocol):
         response_id: str,
         *,
         background: bool,
-    ) -> StreamDialect:
+    ) -> StoredDialect:
         """The output options of a stored response: its id fixed (the store keeps it under
         that id from its start); for a background one also every event numbered and the stream
         opened by events at once (its object exists before the backend answers)."""

@@ -33,7 +33,13 @@ import anyio
 import anyio.lowlevel
 import orjson
 
-from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamFrames
+from aiostream_synth._dialects.base import (
+    DialectSpec,
+    ErrorResponse,
+    Storage,
+    StoredFrames,
+    StreamFrames,
+)
 from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._engine.runtime import Linger, Lingered, current_runtime
 from aiostream_synth._engine.shutdown import ShutdownSignal
@@ -62,15 +68,13 @@ LOG = logging.getLogger("aiostream_synth.background")
 
 #: Seconds the recorder gives the store to take a response's last events after a cancel.
 _LAST_WRITE_S = 5.0
-#: Seconds a write that only moves waiting responses' latest keepalive numbers waits for
-#: others, so that thousands of waiting responses cost the store one command a few times a
-#: second (a reader on another replica sees keepalives that much later).
-_KEEPALIVES_EVERY_S = 0.25
 #: Seconds the writer lets writes gather before it sends them (the store is that much behind
 #: the live stream at most, besides its own round trip).
 _BATCH_S = 0.01
-#: Responses per store call of a batch.
+#: Responses' writes per store call of a batch.
 _FLUSH_CHUNK = 500
+#: Keepalive numbers per store call of a batch.
+_NUMBERS_CHUNK = 10_000
 #: Seconds a cancel asked of another process waits for the response's end in the store.
 _REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
@@ -139,8 +143,8 @@ class _Live:
     as one template and the number of the latest event (see :mod:`aiostream_synth._store.base`)."""
 
     __slots__ = (
-        "_changed",
         "cancelled",
+        "changed",
         "done",
         "events",
         "generation",
@@ -165,7 +169,8 @@ class _Live:
         self.object_json: bytes | None = None
         self.done = False
         self.cancelled = False
-        self._changed: anyio.Event | None = None
+        #: Set (and replaced) when an event is added: what readers of the live log wait on.
+        self.changed: anyio.Event | None = None
 
     @property
     def next_sequence(self) -> int:
@@ -187,12 +192,12 @@ class _Live:
     async def wait(self, sequence: int) -> None:
         """Until an event above ``sequence`` exists, or the response is done."""
         while not self.done and self.last <= sequence:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+            if self.changed is None:
+                self.changed = anyio.Event()
+            await self.changed.wait()
 
     def notify(self) -> None:
-        changed, self._changed = self._changed, None
+        changed, self.changed = self.changed, None
         if changed is not None:
             changed.set()
 
@@ -337,7 +342,7 @@ class _RecordingFrames:
         key: str,
         live: _Live,
         storage: Storage,
-        frames: StreamFrames,
+        frames: StoredFrames,
     ) -> None:
         self.owner = owner
         #: The response's id.
@@ -353,15 +358,23 @@ class _RecordingFrames:
         return self._frames.response_id
 
     def keepalive_frames(self, now: float) -> list[bytes]:
-        frames = self._frames.keepalive_frames(now)
         live = self.live
-        if len(frames) == 1 and not live.done and self.sent == live.last:
-            number = live.last + 1
-            if _is_keepalive(frames[0], live.keepalive, number):  # a tick: the hot path
-                self.owner._add_keepalive(self.key, live, number)
-                self.sent = number
-                return frames
-        return self._recorded(frames)
+        template = live.keepalive
+        if template is not None and self.sent == live.last and not live.done:
+            # A tick of a waiting response (the hot path): its keepalive rendered here from
+            # the template the live log keeps, byte for byte as a replay renders it, and
+            # recorded as its number alone; the dialect's numbering goes on after it.
+            # (What BackgroundResponses._add_keepalive does, inlined: a call less a tick.)
+            number = self.sent = live.last = live.last + 1
+            if live.changed is not None:
+                live.notify()
+            owner = self.owner
+            owner._keepalives[self.key] = number
+            if not owner._writing:
+                owner._start_writer()
+            self._frames.skip_to(number + 1)
+            return [b"%b%d%b" % (template[0], number, template[1])]
+        return self._recorded(self._frames.keepalive_frames(now))
 
     def result_frames(self, result: Any) -> list[bytes]:
         return self._recorded(self._frames.result_frames(result))
@@ -400,7 +413,7 @@ class _Recorded:
     when something else recorded the response's end, or the engine failed before its first
     event."""
 
-    __slots__ = ("_frames", "_live", "_prepared", "_stream")
+    __slots__ = ("_frames", "_live", "_prepared", "_stream", "drain_ready")
 
     def __init__(
         self, frames: _RecordingFrames, stream: SynthesizedStream, prepared: PreparedRequest
@@ -409,13 +422,19 @@ class _Recorded:
         self._live = frames.live
         self._stream = stream
         self._prepared = prepared
+        #: The rest of what the engine handed out (nothing after the live log's events: the
+        #: engine had handed out all it had when they were read). The engine's own method:
+        #: no call of this object's on every tick.
+        self.drain_ready: Callable[[], list[bytes]] = stream.drain_ready
 
     def __aiter__(self) -> _Recorded:
         return self
 
     def __anext__(self) -> Coroutine[Any, Any, bytes]:
         live = self._live
-        if self._stream.committed and not live.done and self._frames.sent >= live.last:
+        sent = self._frames.sent
+        # Something handed out (the engine committed) and nothing of the log still to send.
+        if sent >= 0 and sent >= live.last and not live.done:
             # The engine's own coroutine: no frame of this object in the chain every tick
             # resumes.
             return self._stream.__anext__()
@@ -441,11 +460,6 @@ class _Recorded:
         if not events:
             raise StopAsyncIteration
         return events[0][1] if len(events) == 1 else b"".join(frame for _, frame in events)
-
-    def drain_ready(self) -> list[bytes]:
-        # The rest of what the engine handed out (nothing after the live log's events: the
-        # engine had handed out all it had when they were read).
-        return self._stream.drain_ready()
 
     @property
     def exhausted(self) -> bool:
@@ -483,7 +497,8 @@ class BackgroundResponses:
         self._flushed: anyio.Event | None = None
         self._writing = False
         #: The latest keepalive numbers of waiting responses, not yet written (a write of its
-        #: own for each would cost a store command per tick).
+        #: own for each would cost a store command per tick): the writer takes them every
+        #: ``store.progress_every_s``, all in one call.
         self._keepalives: dict[str, int] = {}
         self._wake_writer: anyio.Event | None = None
         self._tasks: TaskStarter | None = None
@@ -742,15 +757,19 @@ class BackgroundResponses:
 
     def _add_keepalive(self, response_id: str, live: _Live, number: int) -> None:
         """Record keepalive ``number`` of a response that is not done (every tick of every
-        waiting stream): the live log's latest number, and the store's, written later with
-        the other responses' in one command."""
+        waiting stream): the live log's latest number, and the store's, which the writer
+        takes there later with the other responses' in one call."""
         live.last = number
         live.notify()
-        if response_id not in self._unstored:
-            self._keepalives[response_id] = number
-            if not self._writing and self._tasks is not None:
-                self._writing = True
-                self._tasks.start_soon(self._write_behind)
+        self._keepalives[response_id] = number
+        if not self._writing:
+            self._start_writer()
+
+    def _start_writer(self) -> None:
+        """Start the writer task, unless there is no lifespan to run it in."""
+        if self._tasks is not None:
+            self._writing = True
+            self._tasks.start_soon(self._write_behind)
 
     # -- write-behind ------------------------------------------------------------------------
     def _write_later(
@@ -780,9 +799,8 @@ class BackgroundResponses:
         woken, self._wake_writer = self._wake_writer, None
         if woken is not None:
             woken.set()
-        if not self._writing and self._tasks is not None:
-            self._writing = True
-            self._tasks.start_soon(self._write_behind)
+        if not self._writing:
+            self._start_writer()
 
     async def _write_behind(self) -> None:
         """Send the queued writes, batch after batch, until none is left (a lifespan task:
@@ -797,6 +815,8 @@ class BackgroundResponses:
                     ending = exc  # the lifespan ends: what is queued is still written
                 batch, self._pending = self._pending, {}
                 numbers, self._keepalives = self._keepalives, {}
+                if self._unstored:  # lost a write: nothing more of them is written
+                    numbers = {k: n for k, n in numbers.items() if k not in self._unstored}
                 self._in_flight = batch
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_LAST_WRITE_S):
                     await self._flush(batch, numbers)
@@ -815,8 +835,8 @@ class BackgroundResponses:
                 flushed.set()
 
     async def _gather(self) -> None:
-        """Let writes gather before a flush: keepalive numbers alone for up to
-        :data:`_KEEPALIVES_EVERY_S` (or until anything else is queued), anything else for
+        """Let writes gather before a flush: keepalive numbers alone for up to the store's
+        ``progress_every_s`` (or until anything else is queued), anything else for
         :data:`_BATCH_S` — what a wave of requests queues meanwhile joins the batch, whose
         fixed cost (a round trip, the client's own bookkeeping) a flush per handful of
         requests would pay a thousand times a second."""
@@ -825,7 +845,7 @@ class BackgroundResponses:
             return
         self._wake_writer = anyio.Event()
         try:
-            with anyio.move_on_after(_KEEPALIVES_EVERY_S):
+            with anyio.move_on_after(self.store.progress_every_s):
                 await self._wake_writer.wait()
         finally:
             self._wake_writer = None
@@ -838,13 +858,20 @@ class BackgroundResponses:
             await self._flushed.wait()
 
     async def _flush(self, batch: dict[str, _Write], keepalives: dict[str, int]) -> None:
-        """Send a batch, :data:`_FLUSH_CHUNK` responses per call: a call is built without
-        a pause (thousands of responses ending together would hold the loop for as long)."""
+        """Send a batch, :data:`_FLUSH_CHUNK` responses' writes per call: a call is built
+        without a pause (thousands of responses ending together would hold the loop for as
+        long). Keepalive numbers are one word each, :data:`_NUMBERS_CHUNK` of them a call:
+        a call costs its client far more than a number (benchmarks/COSTS.md)."""
+        if len(batch) <= _FLUSH_CHUNK and len(keepalives) <= _NUMBERS_CHUNK:
+            await self._flush_chunk(batch, keepalives)  # one call (most flushes)
+            return
         items = list(batch.items())
         numbers = list(keepalives.items())
-        for start in range(0, max(len(items), len(numbers)), _FLUSH_CHUNK):
-            chunk = dict(items[start : start + _FLUSH_CHUNK])
-            await self._flush_chunk(chunk, dict(numbers[start : start + _FLUSH_CHUNK]))
+        calls = max(-(-len(items) // _FLUSH_CHUNK), -(-len(numbers) // _NUMBERS_CHUNK))
+        for call in range(calls):
+            chunk = dict(items[call * _FLUSH_CHUNK : (call + 1) * _FLUSH_CHUNK])
+            taken = numbers[call * _NUMBERS_CHUNK : (call + 1) * _NUMBERS_CHUNK]
+            await self._flush_chunk(chunk, dict(taken))
 
     async def _flush_chunk(self, batch: dict[str, _Write], keepalives: dict[str, int]) -> None:
         writes = {response_id: write.to_store() for response_id, write in batch.items()}

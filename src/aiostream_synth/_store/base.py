@@ -154,6 +154,11 @@ class ResponseStore(Protocol):
     It is an async context manager: the app's lifespan enters it (connects, checks the server
     answers; :class:`StoreUnavailable` when it does not) and leaves it at shutdown."""
 
+    #: Seconds the latest keepalive numbers of waiting responses may take to reach it: readers
+    #: in other processes see keepalives that much later, and the TTL of a waiting response
+    #: is renewed that much later (the numbers of thousands of responses are one call).
+    progress_every_s: float
+
     async def __aenter__(self) -> Any: ...
 
     async def __aexit__(

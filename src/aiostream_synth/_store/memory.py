@@ -2,9 +2,11 @@
 
 The least recently written response is evicted first when the bytes held pass ``max_bytes``
 (a long generation, written to at every event, stays), and a response expires ``ttl_s`` after
-its last event; both are logged and counted
-(:attr:`MemoryStore.evicted`, :attr:`MemoryStore.expired`). Waiters are woken through anyio
-events, so it serves the readers of the process's own event loop (asyncio or trio).
+its last event; both are logged and counted (:attr:`MemoryStore.evicted`,
+:attr:`MemoryStore.expired`). A waiting response's keepalives count as events once their
+numbers reach the store: every ``progress_every_s`` (2 s, or a quarter of a shorter TTL), all
+of them in one call. Waiters are woken through anyio events, so it serves the readers of the
+process's own event loop (asyncio or trio).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ LOG = logging.getLogger("aiostream_synth.store")
 _OVERHEAD = 512
 #: Seconds between two eviction log lines (each eviction is counted).
 _EVICTION_LOG_S = 60.0
+#: Seconds a waiting response's keepalive numbers may take to reach the store (at most).
+_PROGRESS_EVERY_S = 2.0
 
 
 def _exact_json(value: object) -> bytes:
@@ -84,6 +88,10 @@ class MemoryStore:
             raise ValueError(f"ttl_s must be a positive number of seconds, not {ttl_s}")
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
+        #: Only this process reads it, from the live log while a response is generated: a
+        #: waiting response's keepalive numbers only renew its TTL and its place among the
+        #: most recently written, within this many seconds.
+        self.progress_every_s = min(_PROGRESS_EVERY_S, ttl_s / 4)
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self.bytes = 0

@@ -198,6 +198,7 @@ class RedisStore:
         prefix: str = "aiostream-synth:",
         lease_s: float = 30.0,
         fleet: Mapping[str, object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
@@ -224,6 +225,14 @@ class RedisStore:
         self._cancel_channel = f"{prefix}cancel"
         #: When each waiting response of this process next has its TTL renewed by a keepalive.
         self._renew_at: dict[str, float] = {}
+        #: None of them is due before this: a flush of keepalive numbers looks up none of
+        #: them until then (most flushes renew nothing).
+        self._renew_from = float("-inf")
+        #: What the renewals are timed by (seconds, rising).
+        self._clock = clock
+        #: Readers on other replicas render keepalives from these numbers: a quarter of a
+        #: second late at most (thousands of waiting responses: four calls a second).
+        self.progress_every_s = 0.25
         self._client: coredis.Redis[bytes] = coredis.Redis.from_url(
             url, decode_responses=False, connect_timeout=timeout_s
         )
@@ -362,15 +371,11 @@ class RedisStore:
         # client ~20 µs of CPU, an argument ~1 µs), beside one call for the keepalive numbers.
         keys: list[str] = []
         args: list[bytes | int] = [self._ttl]
-        progress: dict[str, int] = {}
+        progress: dict[str, int] = dict(keepalives) if keepalives else {}
         ended: list[str] = []
-        now = time.monotonic()
-        for response_id, number in (keepalives or {}).items():
-            progress[response_id] = number
-            if now >= self._renew_at.get(response_id, now):
-                keys.extend(self._keys(response_id))
-                args.extend((0, 0, 1))  # no fields, no runs: only their TTL renewed
-                self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+        now = self._clock()
+        if progress and now >= self._renew_from:
+            self._renewals(keys, args, progress, now)
         for response_id, write in writes.items():
             self._write(keys, args, response_id, write, progress, ended, now)
         try:
@@ -389,6 +394,20 @@ class RedisStore:
                         pipe.hdel(self._progress_key, ended)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
+
+    def _renewals(
+        self, keys: list[str], args: list[bytes | int], numbers: Mapping[str, int], now: float
+    ) -> None:
+        """The parts of the script call renewing the TTL of the waiting responses among
+        ``numbers`` that are due (no fields, no runs: only both keys' TTL)."""
+        renew_at = self._renew_at
+        later = now + self._ttl * _RENEW_FRACTION
+        for response_id in numbers:
+            if now >= renew_at.get(response_id, now):
+                keys.extend(self._keys(response_id))
+                args.extend((0, 0, 1))
+                renew_at[response_id] = later
+        self._renew_from = min(renew_at.values(), default=later)
 
     def _write(
         self,
@@ -430,7 +449,8 @@ class RedisStore:
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
         args.append(1 if renew else 0)
         if renew and not write.done:
-            self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+            later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
+            self._renew_from = min(self._renew_from, later)
 
     async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
         record, stream = self._keys(response_id)

@@ -73,6 +73,11 @@ class ResponsesStream:
         self._seq += len(frames)
         return frames
 
+    def skip_to(self, sequence: int) -> None:
+        if sequence < self._seq:
+            raise ValueError(f"event {self._seq} is next; cannot number the next one {sequence}")
+        self._seq = sequence
+
     def result_frames(self, result: Any) -> list[bytes]:
         options = self._options
         if options.background:
