@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,3 +91,33 @@ def test_a_keepalive_is_its_template_with_its_number() -> None:
         first_event = RESPONSES_STORAGE.event(first)
         assert first_event is not None
         assert event.keepalive == first_event.keepalive
+
+
+def test_a_stored_stream_numbers_its_events_on_after_keepalives_rendered_elsewhere() -> None:
+    """A background stream's recorder renders its keepalives from the template and moves the
+    stream's numbering past them (``skip_to``): the answer's events then follow on, and the
+    numbering never goes back."""
+    frames = ResponsesDialect(response_id="resp_1", keepalive="events", background=True)
+    stream = frames.open_stream()
+    assert [RESPONSES_STORAGE.event(f).sequence for f in stream.keepalive_frames(0.0)] == [0, 1]  # type: ignore[union-attr]
+    stream.skip_to(5)  # keepalives 2 to 4 went out as the template rendered them
+    with pytest.raises(ValueError, match="cannot number the next one 3"):
+        stream.skip_to(3)
+    numbers = [_as_parsed(frame)[0] for frame in stream.result_frames(_RESULT)]
+    assert len(numbers) > 2
+    assert numbers == list(range(5, 5 + len(numbers)))
+
+
+_RESULT = {
+    "id": "resp_x",
+    "object": "response",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+        }
+    ],
+}
