@@ -148,6 +148,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", str(bench / "bench_engine.py"), "--quick")
     session.run("python", str(bench / "bench_steady.py"), "--quick")
     session.run("python", str(bench / "bench_admission.py"), "--quick")
+    session.run("python", str(bench / "bench_replay.py"), "--replays", "50", "--rounds", "1")
     session.run(
         "python", str(bench / "bench_load.py"), "--quick", "--out", str(bench / "results" / "quick")
     )

@@ -225,9 +225,9 @@ async def test_a_client_leaving_after_the_lifespan_ended_ends_its_response_there
 
 
 async def test_waiting_responses_keepalive_numbers_reach_the_store_together() -> None:
-    """A tick records its response's number alone (no event of its own in the live log or
-    the store); the writer takes the latest numbers to the store every
-    ``store.progress_every_s``, every waiting response's in the same call."""
+    """The writer takes waiting responses' latest keepalive numbers to the store every
+    ``store.progress_every_s``, every waiting response's in the same call, and the store
+    then says each response's last event is the keepalive its client got with that number."""
     app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
     background = app.synth.background
     assert background is not None
@@ -337,3 +337,90 @@ async def test_keepalives_keep_a_waiting_response_in_the_memory_store_past_its_t
     assert stored.done
     assert stored.object["status"] == "completed"
     assert store.expired == 0
+
+
+async def test_a_finished_response_is_replayed_in_one_write_after_one_read() -> None:
+    """A resume of a response that ended: the store read once for the response and once for
+    its events (the request's own read is the first: the end and the last events are
+    written in one step, so events read after an ended response's record are all of them),
+    and what is there sent in one write, not one per event."""
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
+    background = app.synth.background
+    assert background is not None
+    store: Any = background.store
+    reads: list[str] = []
+    real_get, real_events = store.get, store.events
+
+    async def get(response_id: str) -> Any:
+        reads.append("get")
+        return await real_get(response_id)
+
+    async def events(response_id: str, after: int) -> Any:
+        reads.append("events")
+        return await real_events(response_id, after)
+
+    store.get, store.events = get, events
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": f"x [delay:{4 * K}]", "background": True, "stream": True}
+    creator = _Client(json.dumps(body).encode())
+    scope = _with_key(post_scope("/v1/responses"))
+    scope[ON_DISCONNECT] = lambda callback: None
+    with anyio.fail_after(60):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            await app(scope, creator.receive, creator.send)  # to its terminal event
+            first = creator.bodies[0]["body"].split(b"\n\n")[0].partition(b"data: ")[2]
+            path = f"/v1/responses/{json.loads(first)['response']['id']}"
+            reads.clear()
+            reader = OneRequest(b"")
+            get_scope = {
+                **_with_key(post_scope(path, b"stream=true&starting_after=0")),
+                "method": "GET",
+            }
+            await app(get_scope, reader.receive, reader.send)
+            await lifespan.say("shutdown")
+    assert reads == ["get", "events"]
+    assert [m["more_body"] for m in reader.bodies] == [True, False]
+    sent = b"".join(m["body"] for m in creator.bodies)
+    assert reader.bodies[0]["body"] == sent.split(b"\n\n", 1)[1]  # all but event 0
+
+
+async def test_a_response_with_no_client_records_its_ticks_as_a_followed_one_does() -> None:
+    """``background`` without ``stream``: the recorder alone runs the engine, its frames
+    recording themselves. A reader from the start gets every event once, numbered without a
+    gap, keepalives each the template with its number, the answer's events after them; the
+    store then replays the same bytes."""
+    app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
+    background = app.synth.background
+    assert background is not None
+    lifespan = Lifespan(app)
+    body = {"model": "m", "input": f"x [delay:{8 * K}]", "background": True}
+    creator = OneRequest(json.dumps(body).encode())
+    with anyio.fail_after(60):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            await app(_with_key(post_scope("/v1/responses")), creator.receive, creator.send)
+            response_id = json.loads(creator.bodies[0]["body"])["id"]
+            reader = OneRequest(b"")
+            path = f"/v1/responses/{response_id}"
+            await app(
+                {**_with_key(post_scope(path, b"stream=true")), "method": "GET"},
+                reader.receive,
+                reader.send,
+            )
+            await lifespan.say("shutdown")
+    frames = [f + b"\n\n" for f in b"".join(m["body"] for m in reader.bodies).split(b"\n\n") if f]
+    payloads = [json.loads(f.partition(b"data: ")[2]) for f in frames]
+    assert [p["sequence_number"] for p in payloads] == list(range(len(frames)))
+    kinds = [p["type"] for p in payloads]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    ticks = [n for n, kind in enumerate(kinds) if kind == "response.in_progress"]
+    assert len(ticks) >= 4  # the opening one, then keepalives
+    template = frames[1].replace(b'"sequence_number":1}', b'"sequence_number":%d}')
+    for n in ticks:
+        assert frames[n] == template % n
+    replayed = await background.store.events(response_id, -1)
+    assert [frame for _, frame in replayed] == frames

@@ -589,16 +589,18 @@ class BackgroundResponses:
         )
         started = time.monotonic()
         tasks.start_soon(generation.run)
+        # The engine's frames record themselves, whether the client's own task renders them
+        # or the recorder does once it left: the same object, the same numbers.
+        recording = _RecordingFrames(self, response_id, live, storage, frames)
         if not prepared.stream:
-            tasks.start_soon(self._record, response_id, live, storage, prepared, frames, started)
+            tasks.start_soon(self._record, recording, prepared, started)
             await live.wait(-1)
             # Once in the store: the id answered here is found by every process sharing it.
             await self._until_written(response_id)
             await send_json(send, 200, live.object or {"id": response_id}, extra)
             return
         # The client's own task renders the events while it stays; if it leaves first, the
-        # recorder goes on from where it stopped (the same frames object: the same numbers).
-        recording = _RecordingFrames(self, response_id, live, storage, frames)
+        # recorder goes on from where it stopped.
         stream = self._stream(generation, recording, first_at_once=True, arrived=arrived)
         if dialect_settings.on_stream is not None:
             dialect_settings.on_stream(stream)  # the request's own record (its keepalives)
@@ -612,9 +614,7 @@ class BackgroundResponses:
                 self._ended(response_id, live, storage, started)
             else:
                 try:
-                    tasks.start_soon(
-                        self._record, response_id, live, storage, prepared, frames, started
-                    )
+                    tasks.start_soon(self._record, recording, prepared, started)
                 except RuntimeError:  # the lifespan has ended: the server is stopping
                     self._ended(response_id, live, storage, started)  # as a cancelled recorder
 
@@ -643,25 +643,21 @@ class BackgroundResponses:
         return self.shutdown.track(stream) if self.shutdown is not None else _UNTRACKED
 
     async def _record(
-        self,
-        response_id: str,
-        live: _Live,
-        storage: Storage,
-        prepared: PreparedRequest,
-        frames: StreamFrames,
-        started: float,
+        self, recording: _RecordingFrames, prepared: PreparedRequest, started: float
     ) -> None:
         """The generation's events, with no client of its own following (never raises: a task
-        of the lifespan); from the start, or from where the creating client left."""
+        of the lifespan); from the start, or from where the creating client left. The frames
+        record themselves as the engine makes them (a tick the way it does for a client):
+        the iteration only takes them out."""
+        response_id, live, storage = recording.key, recording.live, recording.storage
         try:
             if not live.done:
-                stream = self._stream(live.generation, frames, first_at_once=live.last < 0)
+                stream = self._stream(live.generation, recording, first_at_once=live.last < 0)
                 async with stream:
                     with self._tracked(stream):
                         try:
-                            async for frame in stream:
-                                write = b"".join((frame, *stream.drain_ready()))
-                                self._add(response_id, live, storage, write)
+                            async for _ in stream:
+                                stream.drain_ready()
                                 if live.ended():
                                     break
                         except BackendError as exc:
@@ -904,9 +900,12 @@ class BackgroundResponses:
         receive: Receive,
         send: Send,
         extra: list[tuple[bytes, bytes]],
+        stored: StoredResponse | None = None,
     ) -> None:
         """Stream the events above ``after`` to one reader, live ones as they come, up to the
-        terminal event (or until the reader leaves)."""
+        terminal event (or until the reader leaves); what is there already in one write.
+        ``stored``: the response as the request has just read it from the store (not
+        generated here), taken as the first read."""
         await send(
             {"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]}
         )
@@ -921,22 +920,28 @@ class BackgroundResponses:
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)
+            read = stored is not None
             while True:
                 if live is not None:
                     events = live.after(after)
                     done = live.done
                 else:
-                    stored = await self.store.get(response_id)
+                    if not read:
+                        stored = await self.store.get(response_id)
+                    read = False
                     if stored is not None and stored.abandoned:
                         await self._end_abandoned(storage, response_id, stored)
                         continue  # read again: its end is stored, by whichever reader
                     events = await self.store.events(response_id, after) if stored else []
+                    # Done when read, its events read after: the terminal one among them (a
+                    # store writes a response's end and its last events in one step).
                     done = stored is None or stored.done
-                for sequence, frame in events:
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-                    after = sequence
-                if events and live is None:
-                    continue  # a stored response: read on before deciding it is done
+                if events:
+                    body = b"".join([frame for _, frame in events])
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    after = events[-1][0]
+                    if live is None and not done:
+                        continue  # generated elsewhere: read on before waiting
                 if done and not (live is not None and live.after(after)):
                     break
                 if live is not None:
@@ -1084,7 +1089,7 @@ class BackgroundResponses:
                 ),
             )
             return
-        await self._follow(storage, live, response_id, after, receive, send, [])
+        await self._follow(storage, live, response_id, after, receive, send, [], stored)
 
     async def _store_failed(
         self, spec: DialectSpec, send: Send, what: str, exc: StoreUnavailable
