@@ -60,6 +60,15 @@ def _with_key(scope: dict[str, Any]) -> dict[str, Any]:
     return scope
 
 
+def _streaming_background(delay: float) -> tuple[_Client, dict[str, Any]]:
+    """A streaming background request answered after ``delay``, and its scope (the
+    disconnect heard by a callback, as the proxy's servers do)."""
+    body = {"model": "m", "input": f"x [delay:{delay}]", "background": True, "stream": True}
+    scope = _with_key(post_scope("/v1/responses"))
+    scope[ON_DISCONNECT] = lambda callback: None
+    return _Client(json.dumps(body).encode()), scope
+
+
 @pytest.mark.parametrize("how", ["stays", "leaves", "cancelled"])
 async def test_an_ended_background_response_is_in_no_reference_cycle(
     how: str, no_collector: list[Any]
@@ -319,10 +328,7 @@ async def test_keepalives_keep_a_waiting_response_in_the_memory_store_past_its_t
     store._clock = anyio.current_time  # the test loop's clock (trio's jumps)
     assert store.progress_every_s == K
     lifespan = Lifespan(app)
-    body = {"model": "m", "input": f"x [delay:{20 * K}]", "background": True, "stream": True}
-    client = _Client(json.dumps(body).encode())
-    scope = _with_key(post_scope("/v1/responses"))
-    scope[ON_DISCONNECT] = lambda callback: None
+    client, scope = _streaming_background(20 * K)
     with anyio.fail_after(60):
         async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
             group.start_soon(lifespan.run)
@@ -361,10 +367,7 @@ async def test_a_finished_response_is_replayed_in_one_write_after_one_read() -> 
 
     store.get, store.events = get, events
     lifespan = Lifespan(app)
-    body = {"model": "m", "input": f"x [delay:{4 * K}]", "background": True, "stream": True}
-    creator = _Client(json.dumps(body).encode())
-    scope = _with_key(post_scope("/v1/responses"))
-    scope[ON_DISCONNECT] = lambda callback: None
+    creator, scope = _streaming_background(4 * K)
     with anyio.fail_after(60):
         async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
             group.start_soon(lifespan.run)
