@@ -110,8 +110,9 @@ def _is_keepalive(write: bytes, template: KeepaliveTemplate | None, number: int)
     """Whether ``write`` is exactly keepalive ``number`` made from ``template``: the bytes a
     replay renders for it (:func:`~aiostream_synth._store.base.with_keepalives`), so what is
     kept as a number replays as it was sent. One rendering and one comparison: a third of the
-    cost of parsing the number out of the write, on the path every tick of every background
-    stream takes."""
+    cost of parsing the number out of the write. Only writes the recording frames did not
+    render themselves come here (a waiting response's ticks do not: they are rendered from
+    the template, :meth:`_RecordingFrames.keepalive_frames`)."""
     return template is not None and write == b"%b%d%b" % (template[0], number, template[1])
 
 
