@@ -345,27 +345,25 @@ async def test_keepalives_keep_a_waiting_response_in_the_memory_store_past_its_t
     assert store.expired == 0
 
 
-async def test_a_finished_response_is_replayed_in_one_write_after_one_read() -> None:
-    """A resume of a response that ended: the store read once for the response and once for
-    its events (the request's own read is the first: the end and the last events are
-    written in one step, so events read after an ended response's record are all of them),
-    and what is there sent in one write, not one per event."""
+async def test_a_finished_response_is_replayed_in_one_write_after_one_store_read() -> None:
+    """A resume of a response that ended: the store read once, for the response and its
+    events together (the request's own read is the stream's first: a done response's events
+    read with it are all of them), and what is there sent in one write, not one per event."""
     app = ProxyApp(ProxyConfig(keepalive_s=K, store="memory"))
     background = app.synth.background
     assert background is not None
     store: Any = background.store
-    reads: list[str] = []
-    real_get, real_events = store.get, store.events
+    reads: list[tuple[str, int | None]] = []
+    real_read = store.read
 
-    async def get(response_id: str) -> Any:
-        reads.append("get")
-        return await real_get(response_id)
+    async def read(response_id: str, after: int | None = None) -> Any:
+        reads.append(("read", after))
+        return await real_read(response_id, after)
 
-    async def events(response_id: str, after: int) -> Any:
-        reads.append("events")
-        return await real_events(response_id, after)
+    async def refused(*args: Any) -> Any:
+        raise AssertionError("a reader reads the store with read() alone")
 
-    store.get, store.events = get, events
+    store.read, store.get, store.events = read, refused, refused
     lifespan = Lifespan(app)
     creator, scope = _streaming_background(4 * K)
     with anyio.fail_after(60):
@@ -383,7 +381,7 @@ async def test_a_finished_response_is_replayed_in_one_write_after_one_read() -> 
             }
             await app(get_scope, reader.receive, reader.send)
             await lifespan.say("shutdown")
-    assert reads == ["get", "events"]
+    assert reads == [("read", 0)]
     assert [m["more_body"] for m in reader.bodies] == [True, False]
     sent = b"".join(m["body"] for m in creator.bodies)
     assert reader.bodies[0]["body"] == sent.split(b"\n\n", 1)[1]  # all but event 0

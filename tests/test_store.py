@@ -140,6 +140,142 @@ async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(
     assert await store.events("r1", 6) == []
 
 
+async def test_a_read_gives_the_response_and_its_events_in_one_step(store: ResponseStore) -> None:
+    """What a reader needs (``read``): the response as ``get`` gives it but for its input
+    (only a request continuing it needs that, and it may be large), with its events above a
+    number, keepalives rendered, or none when no number is given."""
+    items = [{"role": "user", "content": "x" * 1000}]
+    await store.create("r1", "o", {"id": "r1"}, input_items=items, background=True)
+    await store.append("r1", [(0, A)], {"id": "r1", "status": "in_progress"})
+    await store.append("r1", [], keepalive=TEMPLATE, last=2)
+    read = await store.read("r1", -1)
+    assert read is not None
+    stored, events = read
+    got = await store.get("r1")
+    assert got is not None
+    assert got.input == items
+    assert stored.input is None
+    assert (stored.owner, stored.object, stored.done, stored.last_sequence) == (
+        got.owner,
+        got.object,
+        got.done,
+        got.last_sequence,
+    )
+    assert (stored.background, stored.abandoned) == (True, False)
+    assert events == [(0, A), (1, keepalive(1)), (2, keepalive(2))]
+    assert await store.read("r1") == (stored, [])
+    await store.append("r1", [(3, B)], {"id": "r1", "status": "completed"}, done=True)
+    read = await store.read("r1", 1)
+    assert read is not None
+    assert read[0].done
+    assert read[1] == [(2, keepalive(2)), (3, B)]
+    assert await store.read("nope", -1) is None
+
+
+class _CountedPipelines:
+    """A Redis store's client whose pipelines are counted (each is one round trip)."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.count = 0
+        client: Any = store._client
+        real = client.pipeline
+
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        client.pipeline = pipeline
+
+
+async def test_concurrent_redis_reads_share_a_round_trip(redis_url: str) -> None:
+    """Reads made at once (resumes, followers on another replica) go to Redis together, one
+    pipeline for the batch rather than a round trip each (a round trip costs the client far
+    more CPU than a call in it); each reader gets its own answer."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        for n in range(30):
+            await store.create(f"r{n}", f"o{n}", {"id": f"r{n}"}, background=True)
+            await store.append(f"r{n}", [(k, b"e %d %d\n\n" % (n, k)) for k in range(n % 4)])
+        pipelines = _CountedPipelines(store)
+        got: dict[str, Any] = {}
+
+        async def reader(response_id: str, after: int) -> None:
+            got[response_id] = await store.read(response_id, after)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for n in range(30):
+                    group.start_soon(reader, f"r{n}", 0)
+                for n in range(10):
+                    group.start_soon(reader, f"unknown{n}", 0)
+        assert pipelines.count == 1
+        for n in range(30):
+            read = got[f"r{n}"]
+            assert read is not None
+            assert read[0].owner == f"o{n}"
+            assert read[1] == [(k, b"e %d %d\n\n" % (n, k)) for k in range(1, n % 4)]
+        assert all(got[f"unknown{n}"] is None for n in range(10))
+
+
+async def test_a_cancelled_reader_leaves_the_rest_of_its_batch_answered(redis_url: str) -> None:
+    """The reader sending a batch is cancelled: the batch still goes (bounded by the store's
+    timeout) and every other reader of it gets its answer, none waits forever; a reader
+    cancelled while it waits for a batch is taken out of it."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        for n in range(10):
+            await store.create(f"r{n}", "o", {"id": f"r{n}"})
+        got: dict[int, Any] = {}
+
+        async def reader(n: int, cancelled: bool) -> None:
+            with anyio.CancelScope() as scope:
+                if cancelled:
+                    scope.cancel()
+                got[n] = await store.read(f"r{n}")
+
+        pipelines = _CountedPipelines(store)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for n in range(1, 10):
+                    group.start_soon(reader, n, n == 5)
+                # This task reads first (the others have not run yet): it sends the batch.
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    got[0] = await store.read("r0")
+                assert scope.cancelled_caught
+        assert 0 not in got
+        assert 5 not in got
+        assert sorted(got) == [1, 2, 3, 4, 6, 7, 8, 9]
+        assert all(
+            read is not None and read[0].object == {"id": f"r{n}"} for n, read in got.items()
+        )
+        assert 1 <= pipelines.count <= 2  # trio may run some readers after the batch went
+        assert store._queued == []
+
+
+async def test_a_failed_batch_fails_each_of_its_readers(redis_url: str) -> None:
+    """Redis does not answer a batch within the store's timeout: every reader of it gets
+    :class:`StoreUnavailable` (none waits on), and the next read goes through."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:", timeout_s=0.3) as store:
+        await store.create("r0", "o", {"id": "r0"})
+        failed: list[int] = []
+
+        async def reader(n: int) -> None:
+            with pytest.raises(StoreUnavailable):
+                await store.read("r0", -1)
+            failed.append(n)
+
+        admin: Any = store._client
+        with anyio.fail_after(30):
+            await admin.client_pause(2000)  # every command held 2 s, beyond the timeout
+            try:
+                async with anyio.create_task_group() as group:
+                    for n in range(5):
+                        group.start_soon(reader, n)
+            finally:
+                await admin.client_unpause()
+            assert sorted(failed) == list(range(5))
+            assert await store.read("r0", -1) is not None
+
+
 async def test_a_waiting_response_costs_the_store_no_command_per_keepalive(redis_url: str) -> None:
     """On Redis, the keepalives of any number of waiting responses are one call per flush:
     their streams hold only their other events."""

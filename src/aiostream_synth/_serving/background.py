@@ -901,12 +901,12 @@ class BackgroundResponses:
         receive: Receive,
         send: Send,
         extra: list[tuple[bytes, bytes]],
-        stored: StoredResponse | None = None,
+        first: tuple[StoredResponse, list[tuple[int, bytes]]] | None = None,
     ) -> None:
         """Stream the events above ``after`` to one reader, live ones as they come, up to the
         terminal event (or until the reader leaves); what is there already in one write.
-        ``stored``: the response as the request has just read it from the store (not
-        generated here), taken as the first read."""
+        ``first``: the response and its events above ``after`` as the request has just read
+        them from the store (not generated here), taken as the first read."""
         await send(
             {"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]}
         )
@@ -921,21 +921,18 @@ class BackgroundResponses:
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)
-            read = stored is not None
             while True:
                 if live is not None:
                     events = live.after(after)
                     done = live.done
                 else:
-                    if not read:
-                        stored = await self.store.get(response_id)
-                    read = False
+                    read = first or await self.store.read(response_id, after)
+                    first = None
+                    stored, events = read or (None, [])
                     if stored is not None and stored.abandoned:
                         await self._end_abandoned(storage, response_id, stored)
                         continue  # read again: its end is stored, by whichever reader
-                    events = await self.store.events(response_id, after) if stored else []
-                    # Done when read, its events read after: the terminal one among them (a
-                    # store writes a response's end and its last events in one step).
+                    # Its events read with it: the terminal one among them when it is done.
                     done = stored is None or stored.done
                 if events:
                     body = b"".join([frame for _, frame in events])
@@ -981,6 +978,15 @@ class BackgroundResponses:
         owner = owner_of(headers)
         live = self._live.get(response_id)
         stored = None
+        params = urllib.parse.parse_qs(query.decode("latin-1"))
+        streamed = params.get("stream", ["false"])[-1].lower() in ("true", "1")
+        raw_after = params.get("starting_after", ["-1"])[-1]
+        # A stream's events are read with the response (None: not a stream, or refused below).
+        try:
+            after = int(raw_after) if streamed else None
+        except ValueError:
+            after = None
+        first = None
         if live is None and response_id in self._unstored:
             error = spec.error_response(
                 503,
@@ -994,10 +1000,11 @@ class BackgroundResponses:
             # This process's own writes first (its last events may still be queued).
             await self._until_written(response_id)
             try:
-                stored = await self.store.get(response_id)
+                first = await self.store.read(response_id, after)
             except StoreUnavailable as exc:
                 await self._store_failed(spec, send, "store read failed: %s", exc)
                 return
+            stored = None if first is None else first[0]
         if (live is None or live.owner != owner) and (stored is None or stored.owner != owner):
             await _send_error(
                 send,
@@ -1014,6 +1021,7 @@ class BackgroundResponses:
                     spec, send, f"store failed while ending {response_id}: %s", exc
                 )
                 return
+            first = None  # read again, its end added
             if stored is None:  # deleted meanwhile
                 await _send_error(
                     send,
@@ -1062,8 +1070,7 @@ class BackgroundResponses:
             await self._cancel(response_id, live, storage)
             await send_json(send, 200, storage.cancelled(live.object or {"id": response_id}))
             return
-        params = urllib.parse.parse_qs(query.decode("latin-1"))
-        if params.get("stream", ["false"])[-1].lower() not in ("true", "1"):
+        if not streamed:
             await send_json(send, 200, obj or {"id": response_id})
             return
         if live is None and stored is not None and not stored.background:
@@ -1076,21 +1083,18 @@ class BackgroundResponses:
             )
             await _send_error(send, error)
             return
-        raw = params.get("starting_after", ["-1"])[-1]
-        try:
-            after = int(raw)
-        except ValueError:
+        if after is None:
             await _send_error(
                 send,
                 spec.error_response(
                     400,
-                    f"starting_after must be an integer, not {raw!r}.",
+                    f"starting_after must be an integer, not {raw_after!r}.",
                     param="starting_after",
                     code="invalid_value",
                 ),
             )
             return
-        await self._follow(storage, live, response_id, after, receive, send, [], stored)
+        await self._follow(storage, live, response_id, after, receive, send, [], first)
 
     async def _store_failed(
         self, spec: DialectSpec, send: Send, what: str, exc: StoreUnavailable
@@ -1119,7 +1123,8 @@ class BackgroundResponses:
                 "as failed",
                 response_id,
             )
-        return await self.store.get(response_id)
+        read = await self.store.read(response_id)
+        return None if read is None else read[0]
 
     async def _cancel(self, response_id: str, live: _Live, storage: Storage) -> None:
         """Cancel a live generation: its cancelled events recorded at once (what its readers
@@ -1151,10 +1156,10 @@ class BackgroundResponses:
             with anyio.move_on_after(_REMOTE_CANCEL_S):
                 while heard and not stored.done:
                     await self.store.wait(response_id, stored.last_sequence, _REMOTE_CANCEL_S)
-                    again = await self.store.get(response_id)
+                    again = await self.store.read(response_id)
                     if again is None:
                         break
-                    stored = again
+                    stored = again[0]
         except StoreUnavailable as exc:
             await self._store_failed(
                 spec, send, f"store failed while cancelling {response_id}: %s", exc

@@ -1,8 +1,8 @@
 """The store interface: a response object and its numbered event frames, per response id.
 
 A background response's events are written here as they are made (``append``), with the
-response object as it stands; a reader replays them from any sequence number (``events``)
-and, on another replica, waits for more (``wait``).
+response object as it stands; a reader replays them from any sequence number, read with the
+response in one step (``read``), and, on another replica, waits for more (``wait``).
 
 Keepalive events are not written one by one: they differ only in their number, so a store
 keeps one *template* (the frame cut around its number) and the number of the latest event,
@@ -184,6 +184,16 @@ class ResponseStore(Protocol):
 
     async def get(self, response_id: str) -> StoredResponse | None:
         """The response as it stands, or None (never created, deleted or expired)."""
+        ...
+
+    async def read(
+        self, response_id: str, after: int | None = None
+    ) -> tuple[StoredResponse, list[tuple[int, bytes]]] | None:
+        """What a reader of the response needs, in one step: the response as it stands without
+        its input (``input`` None: only a request continuing it needs that) and, when ``after``
+        is given, its events above ``after`` as :meth:`events` gives them ([] otherwise).
+        The events are those of the response as returned: a done one's are all of them.
+        None: never created, deleted or expired."""
         ...
 
     async def append(

@@ -151,6 +151,19 @@ class MemoryStore:
             entry.background,
         )
 
+    async def read(
+        self, response_id: str, after: int | None = None
+    ) -> tuple[StoredResponse, list[tuple[int, bytes]]] | None:
+        entry = self._live(response_id)
+        if entry is None:
+            return None
+        stored = StoredResponse(
+            entry.owner, orjson.loads(entry.object), entry.done, entry.last, None, entry.background
+        )
+        if after is None:
+            return stored, []
+        return stored, with_keepalives(entry.events, after, entry.last, entry.keepalive)
+
     async def append(
         self,
         response_id: str,

@@ -9,7 +9,9 @@ response's latest keepalive is a field of one hash, ``<prefix>progress``, writte
 response at once by one script call per flush (:data:`_PROGRESS_SCRIPT`: a tick costs a
 stream no command of its own) and removed when the response ends. Every response's write of a
 flush is one script call (:data:`_WRITE_SCRIPT`); cancels go through the channel
-``<prefix>cancel``.
+``<prefix>cancel``. A read (a response's fields, its runs after a number, its latest keepalive
+number, whether it is abandoned) is one script call too (:data:`_READ_SCRIPT`), and the reads
+of concurrent requests share a round trip (:meth:`RedisStore._call_batched`).
 
 A process that names the settings its fleet must share (``fleet``: coalescing's, the TTL, the
 lease) claims them in ``<prefix>fleet`` when it starts, and a process with other settings is
@@ -35,6 +37,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -117,13 +120,30 @@ return 0
 """
 
 
-#: Whether a response is abandoned: in progress, another process's, and its holder's lease key
-#: gone. KEYS: its hash; ARGV: the lease keys' prefix, this process's holder. 1: abandoned.
-_ABANDONED_SCRIPT = """
-local f = redis.call('HMGET', KEYS[1], 'done', 'holder')
-if f[1] ~= '0' or not f[2] or f[2] == ARGV[2] then return 0 end
-return 1 - redis.call('EXISTS', ARGV[1] .. f[2])
+#: A response as a reader needs it, in one call. KEYS: its hash, its stream, the keepalive
+#: numbers' hash; ARGV: the lease keys' prefix, this process's holder, the response id, the
+#: entry id after which its runs are read ('': none), '1' for its input too. False when it is
+#: not kept, else: its fields (owner, object, done, background, the keepalives' template,
+#: holder), its last run's entry id, its latest keepalive number, whether it is abandoned (in
+#: progress, another process's, that process's lease key gone: 1), its runs, its input.
+_READ_SCRIPT = """
+local f = redis.call('HMGET', KEYS[1], 'owner', 'object', 'done', 'background', 'kp', 'ks', 'holder')
+if not f[1] then return false end
+local abandoned = 0
+if f[3] == '0' and f[7] and f[7] ~= ARGV[2] then
+  abandoned = 1 - redis.call('EXISTS', ARGV[1] .. f[7])
+end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local runs = {}
+if ARGV[4] ~= '' then runs = redis.call('XRANGE', KEYS[2], '(' .. ARGV[4], '+') end
+local input = false
+if ARGV[5] == '1' then input = redis.call('HGET', KEYS[1], 'input') end
+local progress = redis.call('HGET', KEYS[3], ARGV[3])
+return {f, last[1] and last[1][1] or false, progress, abandoned, runs, input}
 """
+
+#: Reads sent in one pipeline at most (the ones queued beyond wait for the next).
+_READS_PER_CALL = 256
 
 #: End an abandoned response, if it still is. KEYS: its hash, its stream, the keepalive
 #: numbers' hash; ARGV: the lease keys' prefix, the TTL, the object, the first number, the
@@ -182,6 +202,17 @@ def _number(value: bytes | str | None) -> int:
     return -1 if value is None else int(value)
 
 
+@dataclass(slots=True, eq=False)
+class _Read:
+    """One read script call, queued for a batch (see :meth:`RedisStore._call_batched`)."""
+
+    keys: list[str]
+    args: list[str]
+    reply: Any = None
+    error: StoreUnavailable | None = None
+    done: bool = False
+
+
 class RedisStore:
     """A :class:`~aiostream_synth._store.base.ResponseStore` on a Redis or Valkey server.
 
@@ -228,6 +259,9 @@ class RedisStore:
         #: None of them is due before this: a flush of keepalive numbers looks up none of
         #: them until then (most flushes renew nothing).
         self._renew_from = float("-inf")
+        #: Reads waiting to be sent, and the batch of reads out (set once it is answered).
+        self._queued: list[_Read] = []
+        self._batch_out: anyio.Event | None = None
         #: What the renewals are timed by (seconds, rising).
         self._clock = clock
         #: Readers on other replicas render keepalives from these numbers: a quarter of a
@@ -323,34 +357,111 @@ class RedisStore:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 
     async def get(self, response_id: str) -> StoredResponse | None:
+        reply = await self._read(response_id, None, with_input=True)
+        return None if reply is None else reply[0]
+
+    async def read(
+        self, response_id: str, after: int | None = None
+    ) -> tuple[StoredResponse, list[tuple[int, bytes]]] | None:
+        return await self._read(response_id, after, with_input=False)
+
+    async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
+        reply = await self._read(response_id, after, with_input=False)
+        return [] if reply is None else reply[1]
+
+    async def _read(
+        self, response_id: str, after: int | None, *, with_input: bool
+    ) -> tuple[StoredResponse, list[tuple[int, bytes]]] | None:
+        """One :data:`_READ_SCRIPT` call, sent with the reads of other requests queued meanwhile
+        (:meth:`_call_batched`), its reply made a response and its events."""
         record, stream = self._keys(response_id)
-        try:
-            with anyio.fail_after(self.timeout_s):
-                async with self._client.pipeline(transaction=False) as pipe:
-                    asked_fields = pipe.hgetall(record)
-                    asked_last = pipe.xrevrange(stream, "+", "-", count=1)
-                    asked_progress = pipe.hget(self._progress_key, response_id)
-                    asked_abandoned = pipe.eval(
-                        _ABANDONED_SCRIPT, [record], [self._lease_prefix, self.holder]
-                    )
-                fields = await asked_fields
-                last = await asked_last
-                progress = await asked_progress
-                abandoned = await asked_abandoned
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"{self!r}: {exc}") from None
-        if b"owner" not in fields:
+        reply = await self._call_batched(
+            [record, stream, self._progress_key],
+            [
+                self._lease_prefix,
+                self.holder,
+                response_id,
+                "" if after is None else _entry_id(after),
+                "1" if with_input else "0",
+            ],
+        )
+        if not reply:
             return None
-        raw_input = fields.get(b"input")
-        return StoredResponse(
-            owner=fields[b"owner"].decode(),
-            object=orjson.loads(fields[b"object"]),
-            done=fields.get(b"done") == b"1",
-            last_sequence=max(_sequence(last[0].identifier) if last else -1, _number(progress)),
+        fields, last_id, progress, abandoned, runs, raw_input = reply
+        owner, obj, done, background, prefix, suffix, _holder = fields
+        last = max(-1 if last_id is None else _sequence(last_id), _number(progress))
+        stored = StoredResponse(
+            owner=_bytes(owner).decode(),
+            object=orjson.loads(obj),
+            done=done == b"1",
+            last_sequence=last,
             input=None if raw_input is None else orjson.loads(raw_input),
-            background=fields.get(b"background") == b"1",
+            background=background == b"1",
             abandoned=abandoned == 1,
         )
+        if after is None:
+            return stored, []
+        events: list[tuple[int, bytes]] = []
+        for _, values in runs:
+            run = dict(zip(values[::2], values[1::2], strict=True))
+            first = int(run[b"a"])
+            frames = split_frames(_bytes(run[b"f"]))
+            events.extend(zip(range(first, first + len(frames)), frames, strict=True))
+        template = None if prefix is None or suffix is None else (_bytes(prefix), _bytes(suffix))
+        return stored, with_keepalives(events, after, last, template)
+
+    async def _call_batched(self, keys: list[str], args: list[str]) -> Any:
+        """The reply of one read script call. Reads are sent together: the first of a batch
+        sends every read queued until its loop's next turn in one pipeline, and reads queued
+        while a batch is out wait for it and then go together in the next, so that many
+        readers at once (resumes, followers on another replica) cost a round trip per batch,
+        not one each (a round trip costs this client ~0.4 ms of CPU, a script call in a
+        pipeline a few µs: benchmarks/COSTS.md)."""
+        read = _Read(keys, args)
+        self._queued.append(read)
+        try:
+            while not read.done:
+                if self._batch_out is None:
+                    await self._send_batch()
+                else:
+                    await self._batch_out.wait()
+        finally:
+            if not read.done:  # cancelled while waiting: not sent for nothing
+                with contextlib.suppress(ValueError):
+                    self._queued.remove(read)
+        if read.error is not None:
+            raise read.error
+        return read.reply
+
+    async def _send_batch(self) -> None:
+        """Send the queued reads (up to :data:`_READS_PER_CALL`), shielded from this task's
+        cancellation (bounded by ``timeout_s``), so that the readers waiting for the batch are
+        answered whatever happens to the one sending it."""
+        sent = self._batch_out = anyio.Event()
+        batch: list[_Read] = []
+        error: StoreUnavailable | None = None
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()  # the reads of this turn of the loop join
+                batch = self._queued[:_READS_PER_CALL]
+                del self._queued[:_READS_PER_CALL]
+                try:
+                    with anyio.fail_after(self.timeout_s):
+                        async with self._client.pipeline(transaction=False) as pipe:
+                            asked = [pipe.eval(_READ_SCRIPT, r.keys, r.args) for r in batch]
+                        for read, reply in zip(batch, asked, strict=True):
+                            read.reply = await reply
+                            read.done = True
+                except _FAILURES as exc:
+                    error = StoreUnavailable(f"{self!r}: {exc}")
+        finally:
+            for read in batch:
+                if not read.done:  # failed (or this task raised): no reader waits forever
+                    read.error = error or StoreUnavailable(f"{self!r}: the read failed")
+                    read.done = True
+            self._batch_out = None
+            sent.set()
+        await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def append(
         self,
@@ -451,29 +562,6 @@ class RedisStore:
         if renew and not write.done:
             later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
             self._renew_from = min(self._renew_from, later)
-
-    async def events(self, response_id: str, after: int) -> list[tuple[int, bytes]]:
-        record, stream = self._keys(response_id)
-        try:
-            with anyio.fail_after(self.timeout_s):
-                async with self._client.pipeline(transaction=False) as pipe:
-                    asked_entries = pipe.xrange(stream, f"({_entry_id(after)}", "+")
-                    asked_template = pipe.hmget(record, ["kp", "ks"])
-                    asked_progress = pipe.hget(self._progress_key, response_id)
-                entries = await asked_entries
-                prefix, suffix = await asked_template
-                progress = await asked_progress
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"{self!r}: {exc}") from None
-        events: list[tuple[int, bytes]] = []
-        for entry in entries:
-            values = entry.field_values
-            first = int(values[b"a"])
-            frames = split_frames(_bytes(values[b"f"]))
-            events.extend(zip(range(first, first + len(frames)), frames, strict=True))
-        last = max(events[-1][0] if events else -1, _number(progress))
-        template = None if prefix is None or suffix is None else (_bytes(prefix), _bytes(suffix))
-        return with_keepalives(events, after, last, template)
 
     async def wait(self, response_id: str, after: int, max_wait_s: float) -> None:
         _, stream = self._keys(response_id)
