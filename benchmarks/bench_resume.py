@@ -4,8 +4,9 @@ For each store (``memory``, and ``redis``: Debian's redis-server started here on
 client's core), ``aiostream-synth serve`` (one process, core 0) gets N background requests
 (``background: true`` without ``stream``: the response object comes back at once, the
 generation goes on for T seconds), opened C at a time. Then, while all N are live, R resumes
-(``GET /v1/responses/{id}?stream=true&starting_after=0``), C at a time, each timed from its
-request's send to the first replayed event; then the same once every response has finished
+(``GET /v1/responses/{id}?stream=true&starting_after=0``), C at a time (``--arrival pool``,
+the next sent as one ends; ``waves``, C sent at once, the next C once they ended), each timed
+from its request's send to the first replayed event; then the same once every response has finished
 (replayed from the store alone). The floor, measured in the same run on the same connections'
 kind: a ``GET /healthz`` round trip (the server's HTTP path with no store, no engine).
 
@@ -81,7 +82,14 @@ def _get(path: str) -> bytes:
     ).encode()
 
 
-async def _gather_limited(coros: list[Any], limit: int) -> list[Any]:
+async def _gather_limited(coros: list[Any], limit: int, arrival: str) -> list[Any]:
+    """Run ``coros``: ``pool``, ``limit`` at a time (the next one sent as soon as one ends);
+    ``waves``, ``limit`` sent at once, the next ones once all of them have ended."""
+    if arrival == "waves":
+        results: list[Any] = []
+        for start in range(0, len(coros), limit):
+            results.extend(await asyncio.gather(*coros[start : start + limit]))
+        return results
     gate = asyncio.Semaphore(limit)
 
     async def one(coro: Any) -> Any:
@@ -98,17 +106,19 @@ def _ms(values: list[float]) -> tuple[float, float, float]:
 
 
 async def measure(
-    port: int, pid: int, n: int, delay: float, resumes: int, limit: int
+    port: int, pid: int, n: int, delay: float, resumes: int, limit: int, arrival: str
 ) -> dict[str, Any]:
     floor_before = [
         t
         for t, _ in await _gather_limited(
-            [_exchange(port, _get("/healthz"), b"}") for _ in range(resumes)], limit
+            [_exchange(port, _get("/healthz"), b"}") for _ in range(resumes)], limit, arrival
         )
     ]
     rss0 = _rss_kib(pid)
     body = {"model": "bench", "input": f"bench [delay:{delay:g}]", "background": True}
-    created = await _gather_limited([_exchange(port, _post(body), b"}\n") for _ in range(n)], limit)
+    created = await _gather_limited(
+        [_exchange(port, _post(body), b"}\n") for _ in range(n)], limit, arrival
+    )
     ids = []
     for _, data in created:
         payload = data.partition(b"\r\n\r\n")[2]
@@ -122,6 +132,7 @@ async def measure(
             for i in sample
         ],
         limit,
+        arrival,
     )
     live_s = [t for t, _ in live]
     # Until every response has finished (its deadline passed), then replays from the store.
@@ -133,12 +144,13 @@ async def measure(
             for i in sample
         ],
         limit,
+        arrival,
     )
     done_s = [t for t, _ in done]
     floor = floor_before + [
         t
         for t, _ in await _gather_limited(
-            [_exchange(port, _get("/healthz"), b"}") for _ in range(resumes)], limit
+            [_exchange(port, _get("/healthz"), b"}") for _ in range(resumes)], limit, arrival
         )
     ]
     return {
@@ -161,6 +173,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument(
         "--stores", nargs="+", default=["memory", "redis"], choices=["memory", "redis"]
+    )
+    parser.add_argument(
+        "--arrival",
+        choices=["pool", "waves"],
+        default="pool",
+        help="pool: C at a time, the next as one ends; waves: C at once, the next C after",
     )
     parser.add_argument("--port", type=int, default=19400)
     parser.add_argument("--server-python", default=sys.executable)
@@ -219,9 +237,17 @@ def main() -> None:
             _wait_port(port)
             time.sleep(0.5)
             row = asyncio.run(
-                measure(port, server.pid, args.n, args.delay, args.resumes, args.concurrency)
+                measure(
+                    port,
+                    server.pid,
+                    args.n,
+                    args.delay,
+                    args.resumes,
+                    args.concurrency,
+                    args.arrival,
+                )
             )
-            rows.append({"store": store, **row})
+            rows.append({"store": f"{store} ({args.arrival}, C = {args.concurrency})", **row})
         finally:
             server.terminate()
             server.wait(timeout=60)

@@ -910,6 +910,17 @@ class BackgroundResponses:
         await send(
             {"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *extra]}
         )
+        ended = (
+            live.after(after)
+            if live is not None and live.done
+            else first[1]
+            if first is not None and first[0].done
+            else None
+        )
+        if ended is not None:  # all of it at hand: sent whole, no wait, nothing to watch
+            body = b"".join([frame for _, frame in ended])
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            return
         left = False
         async with anyio.create_task_group() as group:
 
