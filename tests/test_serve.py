@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import select
 import signal
 import socket
 import subprocess
@@ -195,6 +196,28 @@ def test_two_workers_share_the_port(server: str) -> None:
         process.send_signal(signal.SIGTERM)
         assert process.wait() == 0  # the test's timeout ends a hang
         assert not any(os.path.exists(f"/proc/{child}") for child in _children(process.pid))
+
+
+@pytest.mark.parametrize("server", ["uvicorn", "lean"])
+def test_workers_stop_when_their_supervisor_is_killed(server: str) -> None:
+    """--workers 2 whose supervisor dies without forwarding anything (SIGKILL: an OOM kill, a
+    crash): each worker is signalled by the kernel, drains and exits, and the port closes.
+    Before, they went on serving it with nobody to stop them."""
+    with serve("--workers", "2", "--keepalive-s", "0.1", *SERVERS[server]) as (process, url):
+        workers = _children(process.pid)
+        assert len(workers) == 2
+        handles = [os.pidfd_open(pid) for pid in workers]
+        try:
+            process.kill()
+            process.wait()
+            for handle in handles:  # readable once its process has ended
+                readable, _, _ = select.select([handle], [], [], 60)
+                assert readable == [handle], "a worker outlived its supervisor"
+        finally:
+            for handle in handles:
+                os.close(handle)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/healthz")
 
 
 def test_options_come_from_the_environment() -> None:

@@ -386,6 +386,30 @@ def _serve_one(config: ProxyConfig, sock: socket.socket | None = None) -> None:
         _uvicorn(app, config, sock)
 
 
+def _serve_worker(config: ProxyConfig, sock: socket.socket, parent: int) -> None:
+    """One forked worker of ``serve --workers``: it drains and exits (SIGTERM) when its parent
+    dies, however it died: a supervisor killed with SIGKILL left its workers serving the port."""
+    _terminate_when_orphaned(parent)
+    _serve_one(config, sock)
+
+
+def _terminate_when_orphaned(parent: int) -> None:
+    """SIGTERM to this process once ``parent`` is gone: at once if it is gone already, else
+    when it ends (Linux's ``PR_SET_PDEATHSIG``; elsewhere nothing is asked)."""
+    if sys.platform != "linux":  # pragma: no cover - the workers are Linux's here
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:  # pragma: no cover
+        LOG.warning(
+            "worker %d: PR_SET_PDEATHSIG failed (errno %d)", os.getpid(), ctypes.get_errno()
+        )
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _raise_open_files_limit() -> int | None:
     """Thousands of open streams need thousands of sockets: lift the soft limit to the hard one.
 
@@ -509,7 +533,7 @@ def run(config: ProxyConfig) -> None:
     sock = _bind(config)
     context = multiprocessing.get_context("fork")
     children = [
-        context.Process(target=_serve_one, args=(config, sock), daemon=False)
+        context.Process(target=_serve_worker, args=(config, sock, os.getpid()), daemon=False)
         for _ in range(config.workers)
     ]
     for child in children:
