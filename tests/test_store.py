@@ -170,6 +170,34 @@ async def test_a_read_gives_the_response_and_its_events_in_one_step(store: Respo
     assert read[0].done
     assert read[1] == [(2, keepalive(2)), (3, B)]
     assert await store.read("nope", -1) is None
+    assert await store.read("r1", -5) == await store.read("r1", -1)  # from the start
+
+
+async def test_a_read_the_server_refuses_fails_alone_in_its_batch(redis_url: str) -> None:
+    """One read of a batch refused by Redis (its key holds another type) fails with
+    :class:`StoreUnavailable`; the reads sent with it get their answers."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        await store.create("good", "o", {"id": "good"})
+        client: Any = store._client
+        await client.set(f"{store.prefix}r:bad", b"not a hash")
+        got: dict[str, Any] = {}
+
+        async def reader(response_id: str) -> None:
+            try:
+                got[response_id] = await store.read(response_id, -1)
+            except StoreUnavailable as exc:
+                got[response_id] = exc
+
+        pipelines = _CountedPipelines(store)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for response_id in ("good", "bad", "good2"):
+                    group.start_soon(reader, response_id)
+        assert pipelines.count == 1
+        assert isinstance(got["bad"], StoreUnavailable)
+        assert got["good"] is not None
+        assert got["good"][0].object == {"id": "good"}
+        assert got["good2"] is None
 
 
 class _CountedPipelines:

@@ -994,7 +994,7 @@ class BackgroundResponses:
         raw_after = params.get("starting_after", ["-1"])[-1]
         # A stream's events are read with the response (None: not a stream, or refused below).
         try:
-            after = int(raw_after) if streamed else None
+            after = max(int(raw_after), -1) if streamed else None  # below -1: from the start
         except ValueError:
             after = None
         first = None

@@ -133,7 +133,7 @@ def with_keepalives(
         return [event for event in events if event[0] > after]
     prefix, suffix = keepalive
     out: list[tuple[int, bytes]] = []
-    number = after + 1
+    number = max(after, -1) + 1  # none numbered below 0
     for sequence, frame in events:
         if sequence < number:
             continue

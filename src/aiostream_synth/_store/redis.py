@@ -381,7 +381,7 @@ class RedisStore:
                 self._lease_prefix,
                 self.holder,
                 response_id,
-                "" if after is None else _entry_id(after),
+                "" if after is None else _entry_id(max(after, -1)),
                 "1" if with_input else "0",
             ],
         )
@@ -447,10 +447,16 @@ class RedisStore:
                 del self._queued[:_READS_PER_CALL]
                 try:
                     with anyio.fail_after(self.timeout_s):
-                        async with self._client.pipeline(transaction=False) as pipe:
+                        # A read the server refuses fails alone, not its whole batch.
+                        async with self._client.pipeline(
+                            transaction=False, raise_on_error=False
+                        ) as pipe:
                             asked = [pipe.eval(_READ_SCRIPT, r.keys, r.args) for r in batch]
                         for read, reply in zip(batch, asked, strict=True):
-                            read.reply = await reply
+                            try:
+                                read.reply = await reply
+                            except _FAILURES as exc:
+                                read.error = StoreUnavailable(f"{self!r}: {exc}")
                             read.done = True
                 except _FAILURES as exc:
                     error = StoreUnavailable(f"{self!r}: {exc}")
