@@ -5,9 +5,11 @@ N Responses streams, each a request to the proxy's ASGI app itself (``ProxyApp``
 keepalives every K seconds; ``send`` counts the keepalives and drops the bytes. What is timed
 is the process's CPU over the steady window, per keepalive: from two intervals after the last
 stream's first keepalive (the wave over, every creation written) to two intervals before the
-first stream may end. No sockets, no load client: what is left is the Python path a tick
-takes, which ``bench_load.py`` measures among the kernel's and the client's costs, and among
-their noise.
+first stream may end; and per event other than a keepalive at the end (from the window's
+close until every stream has ended and the lifespan's end has written what was queued, the
+CPU of the keepalives in it, at the window's rate, taken out). No sockets, no load client:
+what is left is the Python path a tick takes, which ``bench_load.py`` measures among the
+kernel's and the client's costs, and among their noise.
 
 Rows (each in a subprocess of its own, alternated round after round, medians reported):
 
@@ -68,7 +70,7 @@ def child(
     if row.startswith("background"):
         body["background"] = True
     raw = json.dumps(body).encode()
-    counts = {"keepalives": 0, "ended": 0, "started": 0}
+    counts = {"keepalives": 0, "ended": 0, "started": 0, "events": 0}
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -108,9 +110,13 @@ def child(
                 if message["type"] != "http.response.body":
                     return
                 nonlocal started
+                body = message.get("body", b"")
+                frames = body.count(b"\n\n")
+                ticks = body.count(b"event: response.in_progress")
+                counts["events"] += frames - ticks  # the events that are not keepalives
                 if message.get("more_body", False):
-                    counts["keepalives"] += 1
-                    if not started:
+                    counts["keepalives"] += ticks
+                    if ticks and not started:
                         started = True
                         counts["started"] += 1
                         if counts["started"] == n:
@@ -144,13 +150,26 @@ def child(
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile}-{row}.pstats")
+            profiler = cProfile.Profile()
+            profiler.enable()
+        # The end: every answer's events, sent and (background) written to the store by the
+        # lifespan's end; its keepalives counted at the steady window's rate.
+        events1 = counts["events"]
         await asyncio.gather(*tasks)
         await inbox.put({"type": "lifespan.shutdown"})
         await outbox.get()
         await lifespan
+        cpu2, ka2 = time.process_time(), counts["keepalives"]
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}-{row}-end.pstats")
+        per_keepalive = (cpu1 - cpu0) / max(ka1 - ka0, 1)
+        end_cpu = cpu2 - cpu1 - (ka2 - ka1) * per_keepalive
         return {
             "row": row,
-            "cpu_us_per_keepalive": (cpu1 - cpu0) * 1e6 / max(ka1 - ka0, 1),
+            "cpu_us_per_keepalive": per_keepalive * 1e6,
+            "cpu_us_per_event": end_cpu * 1e6 / max(counts["events"] - events1, 1),
+            "events_at_end": counts["events"] - events1,
             "keepalives_in_window": ka1 - ka0,
             "collections_in_window": collections,
             "ended": counts["ended"],
@@ -176,7 +195,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="PREFIX",
-        help="cProfile each row's window into PREFIX-<row>.pstats (about doubles the CPU)",
+        help="cProfile each row's window into PREFIX-<row>.pstats, and its end into "
+        "PREFIX-<row>-end.pstats (about doubles the CPU)",
     )
     parser.add_argument(
         "--paired",
@@ -203,6 +223,7 @@ def main() -> None:
     if args.paired and (len(args.rows) != 2 or (os.cpu_count() or 1) < 2):
         parser.error("--paired needs two rows and two cores")
     figures: dict[str, list[float]] = {row: [] for row in args.rows}
+    per_event: dict[str, list[float]] = {row: [] for row in args.rows}
     for round_number in range(args.rounds):
         if args.paired:
             cores = (0, 1) if round_number % 2 == 0 else (1, 0)
@@ -223,26 +244,29 @@ def main() -> None:
         for result in results:
             row = result["row"]
             figures[row].append(result["cpu_us_per_keepalive"])
+            per_event[row].append(result["cpu_us_per_event"])
             core = f" (core {result['cpu']})" if result.get("cpu") is not None else ""
             print(
                 f"round {round_number + 1} {row}{core}: {result['cpu_us_per_keepalive']:.2f} µs, "
                 f"{result['keepalives_in_window']} keepalives, collections by generation "
-                f"{result['collections_in_window']}"
+                f"{result['collections_in_window']}; at the end {result['cpu_us_per_event']:.2f} "
+                f"µs per event, {result['events_at_end']} events"
             )
-    if args.paired:
-        first, second = args.rows
-        ratios = [b / a for a, b in zip(figures[first], figures[second], strict=True)]
-        each = " ".join(f"{ratio:.3f}" for ratio in ratios)
-        print(f"\n| {second} ÷ {first}, each round (at the same time) | median | mean |")
-        print("|---|---|---|")
-        print(f"| {each} | {statistics.median(ratios):.3f}x | {statistics.mean(ratios):.3f}x |")
-    floor = statistics.median(figures[args.rows[0]])
-    print(f"\n| row | µs per keepalive, each round | median | ÷ {args.rows[0]} |")
-    print("|---|---|---|---|")
-    for row, values in figures.items():
-        median = statistics.median(values)
-        each = " ".join(f"{value:.2f}" for value in values)
-        print(f"| {row} | {each} | {median:.2f} | {median / floor:.2f}x |")
+    for what, table in (("keepalive", figures), ("event at the end", per_event)):
+        if args.paired:
+            first, second = args.rows
+            ratios = [b / a for a, b in zip(table[first], table[second], strict=True)]
+            each = " ".join(f"{ratio:.3f}" for ratio in ratios)
+            print(f"\n| per {what}: {second} ÷ {first}, each round (at the same time) | median |")
+            print("|---|---|")
+            print(f"| {each} | {statistics.median(ratios):.3f}x |")
+        floor = statistics.median(table[args.rows[0]])
+        print(f"\n| row | µs per {what}, each round | median | ÷ {args.rows[0]} |")
+        print("|---|---|---|---|")
+        for row, values in table.items():
+            median = statistics.median(values)
+            each = " ".join(f"{value:.2f}" for value in values)
+            print(f"| {row} | {each} | {median:.2f} | {median / floor:.2f}x |")
 
 
 def _command(args: argparse.Namespace, row: str, cpu: int | None = None) -> list[str]:

@@ -234,9 +234,11 @@ class EmbeddedReplies(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredEvent:
-    """What a store needs to know of one event frame (decision P12)."""
+    """What a store needs to know of one event frame (decision P12). Made for every event a
+    background response records: not frozen, which costs its construction four times as
+    much (1.0 against 0.25 µs)."""
 
     #: Its ``sequence_number``.
     sequence: int

@@ -390,9 +390,7 @@ class _RecordingFrames:
         live = self.live
         if not frames:
             return frames
-        if self.sent == live.last and self.owner._add(
-            self.key, live, self.storage, b"".join(frames)
-        ):
+        if self.sent == live.last and self.owner._add(self.key, live, self.storage, frames):
             self.sent = live.last  # recorded whole, nothing else was waiting to be sent
             return frames
         # Something else was recorded meanwhile (a cancel): the live log's events instead.
@@ -710,23 +708,26 @@ class BackgroundResponses:
     def _add_frames(
         self, response_id: str, live: _Live, storage: Storage, frames: list[bytes]
     ) -> None:
-        self._add(response_id, live, storage, b"".join(frames))
+        self._add(response_id, live, storage, frames)
 
-    def _add(self, response_id: str, live: _Live, storage: Storage, write: bytes) -> bool:
-        """Record one engine write: into the live log (its readers woken) and the store's
-        queue; keepalives only move the number of the latest event. A response that is done
-        (cancelled meanwhile) takes nothing more: False then."""
+    def _add(self, response_id: str, live: _Live, storage: Storage, frames: list[bytes]) -> bool:
+        """Record one engine write (its frames, an event each; one holding several is split):
+        into the live log (its readers woken) and the store's queue; keepalives only move the
+        number of the latest event. A response that is done (cancelled meanwhile) takes
+        nothing more: False then."""
         if live.done:
             return False
         number = live.last + 1
-        if _is_keepalive(write, live.keepalive, number):  # one more keepalive
-            self._add_keepalive(response_id, live, number)
+        if len(frames) == 1 and _is_keepalive(frames[0], live.keepalive, number):
+            self._add_keepalive(response_id, live, number)  # one more keepalive
             return True
         batch: list[tuple[int, bytes]] = []
         obj: bytes | None = None
         terminal = False
         template: KeepaliveTemplate | None = None
-        for frame in split_frames(write):
+        if any(frame.count(b"\n\n") > 1 for frame in frames):
+            frames = split_frames(b"".join(frames))
+        for frame in frames:
             event = storage.event(frame)
             if event is None:
                 continue
