@@ -237,8 +237,8 @@ class EmbeddedReplies(Protocol):
 @dataclass(slots=True)
 class StoredEvent:
     """What a store needs to know of one event frame (decision P12). Made for every event a
-    background response records: not frozen, which costs its construction four times as
-    much (1.0 against 0.25 µs)."""
+    background response records: not frozen, which would make each construction several
+    times dearer (benchmarks/COSTS.md)."""
 
     #: Its ``sequence_number``.
     sequence: int

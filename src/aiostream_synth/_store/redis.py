@@ -415,8 +415,8 @@ class RedisStore:
         sends every read queued until its loop's next turn in one pipeline, and reads queued
         while a batch is out wait for it and then go together in the next, so that many
         readers at once (resumes, followers on another replica) cost a round trip per batch,
-        not one each (a round trip costs this client ~0.4 ms of CPU, a script call in a
-        pipeline a few µs: benchmarks/COSTS.md)."""
+        not one each (a round trip costs this client far more CPU than a script call in a
+        pipeline: benchmarks/COSTS.md)."""
         read = _Read(keys, args)
         self._queued.append(read)
         try:
