@@ -140,6 +140,13 @@ class StoredFrames(StreamFrames, Protocol):
         given): the events before it were rendered from its keepalive template elsewhere."""
         ...
 
+    def run_start(self) -> int | None:
+        """The number of the first of the frames it handed out last, when it knows those
+        frames are a run a recorder need not read one by one: one event each, numbered on
+        from it, none a keepalive, none but the last carrying the response or ending it.
+        None when each frame is to be read (:meth:`Storage.event`)."""
+        ...
+
 
 class StoredDialect(Protocol):
     """A stored stream's output options (:meth:`Storage.stored_dialect`)."""

@@ -390,7 +390,8 @@ class _RecordingFrames:
         live = self.live
         if not frames:
             return frames
-        if self.sent == live.last and self.owner._add(self.key, live, self.storage, frames):
+        run = self._frames.run_start()
+        if self.sent == live.last and self.owner._add(self.key, live, self.storage, frames, run):
             self.sent = live.last  # recorded whole, nothing else was waiting to be sent
             return frames
         # Something else was recorded meanwhile (a cancel): the live log's events instead.
@@ -710,11 +711,19 @@ class BackgroundResponses:
     ) -> None:
         self._add(response_id, live, storage, frames)
 
-    def _add(self, response_id: str, live: _Live, storage: Storage, frames: list[bytes]) -> bool:
+    def _add(
+        self,
+        response_id: str,
+        live: _Live,
+        storage: Storage,
+        frames: list[bytes],
+        run: int | None = None,
+    ) -> bool:
         """Record one engine write (its frames, an event each; one holding several is split):
         into the live log (its readers woken) and the store's queue; keepalives only move the
-        number of the latest event. A response that is done (cancelled meanwhile) takes
-        nothing more: False then."""
+        number of the latest event. ``run``: the frames' :meth:`StoredFrames.run_start`
+        (only the last of them is read then). A response that is done (cancelled meanwhile)
+        takes nothing more: False then."""
         if live.done:
             return False
         number = live.last + 1
@@ -725,22 +734,33 @@ class BackgroundResponses:
         obj: bytes | None = None
         terminal = False
         template: KeepaliveTemplate | None = None
-        if any(frame.count(b"\n\n") > 1 for frame in frames):
-            frames = split_frames(b"".join(frames))
-        for frame in frames:
-            event = storage.event(frame)
-            if event is None:
-                continue
-            keepalive = event.keepalive
-            if keepalive is not None and live.keepalive is None:
-                live.keepalive = template = keepalive
-            if keepalive is None or keepalive != live.keepalive:
-                live.events.append((event.sequence, frame))
-                batch.append((event.sequence, frame))
-            live.last = event.sequence
-            if event.response_json is not None:
-                obj = event.response_json
-            terminal = terminal or event.terminal
+        final = storage.event(frames[-1]) if run == number else None
+        if final is not None and final.sequence == number + len(frames) - 1:
+            # A run (a result's events): each numbered by its place, only the last one read.
+            # One tuple an event, shared by the live log and the store's queue.
+            batch = list(zip(range(number, final.sequence + 1), frames, strict=True))
+            live.events += batch
+            live.last = final.sequence
+            obj = final.response_json
+            terminal = final.terminal
+        else:
+            if any(frame.count(b"\n\n") > 1 for frame in frames):
+                frames = split_frames(b"".join(frames))
+            for frame in frames:
+                event = storage.event(frame)
+                if event is None:
+                    continue
+                keepalive = event.keepalive
+                if keepalive is not None and live.keepalive is None:
+                    live.keepalive = template = keepalive
+                if keepalive is None or keepalive != live.keepalive:
+                    entry = (event.sequence, frame)
+                    live.events.append(entry)
+                    batch.append(entry)
+                live.last = event.sequence
+                if event.response_json is not None:
+                    obj = event.response_json
+                terminal = terminal or event.terminal
         if terminal:
             live.done = True  # readers end after this write
         live.notify()

@@ -53,7 +53,7 @@ class ResponsesDialect:
 class ResponsesStream:
     """One Responses stream: its id, whether keepalive events opened it, its next number."""
 
-    __slots__ = ("_keepalive", "_opened", "_options", "_seq", "response_id")
+    __slots__ = ("_keepalive", "_opened", "_options", "_run", "_seq", "response_id")
 
     def __init__(self, options: ResponsesDialect) -> None:
         self._options = options
@@ -61,9 +61,11 @@ class ResponsesStream:
         self._opened = False  # keepalive events sent response.created
         self._seq = 0
         self._keepalive: ResponsesKeepalive | None = None  # its envelope serialized once
+        self._run: int | None = None  # see run_start
 
     def keepalive_frames(self, now: float) -> list[bytes]:
         options = self._options
+        self._run = None  # a keepalive (and response.created) carries the response
         if options.keepalive == "comment":
             return [KEEPALIVE_COMMENT]
         if self._keepalive is None:
@@ -85,7 +87,7 @@ class ResponsesStream:
                 **as_json_dict(result, InvalidResultError, "responses result"),
                 "background": True,
             }
-        return responses_frames(
+        frames = responses_frames(
             result,
             options.ns_map,
             fidelity=options.fidelity,
@@ -97,10 +99,13 @@ class ResponsesStream:
             # After keepalive events, response.created told the client when it was created.
             created_at=self._keepalive.created_at if self._keepalive is not None else None,
         )
+        # After the opening events only the terminal one carries the response.
+        self._run = self._seq if self._opened else None
+        return frames
 
     def failure_frames(self, failure: Failure) -> list[bytes]:
         options = self._options
-        return responses_failure_frames(
+        frames = responses_failure_frames(
             failure.message,
             failure.code,
             self.response_id,
@@ -109,6 +114,11 @@ class ResponsesStream:
             base=self._base(),
             sequence_start=self._seq,
         )
+        self._run = self._seq if self._opened else None  # [error,] response.failed
+        return frames
+
+    def run_start(self) -> int | None:
+        return self._run
 
     def _base(self) -> dict[str, Any]:
         """The skeleton fields, with the ``created_at`` response.created already said."""
