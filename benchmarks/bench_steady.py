@@ -1,7 +1,8 @@
 """The proxy's CPU per keepalive of a waiting stream, by store path, in one process (no HTTP).
 
 N Responses streams, each a request to the proxy's ASGI app itself (``ProxyApp``, the app
-``serve`` runs) on uvloop when installed, the embedded model answering after T seconds,
+``serve`` runs; its scope carries the disconnect hook serve's servers give, ``--no-hook`` for
+a plain ASGI server's path, a watcher task per stream) on uvloop when installed, the embedded model answering after T seconds,
 keepalives every K seconds; ``send`` counts the keepalives and drops the bytes. What is timed
 is the process's CPU over the steady window, per keepalive: from two intervals after the last
 stream's first keepalive (the wave over, every creation written) to two intervals before the
@@ -46,7 +47,13 @@ ROWS = ("nostore", "kept", "background", "background-redis")
 
 
 def child(
-    row: str, n: int, delay: float, interval: float, redis: str | None, profile: str | None
+    row: str,
+    n: int,
+    delay: float,
+    interval: float,
+    redis: str | None,
+    profile: str | None,
+    hook: bool = True,
 ) -> dict[str, Any]:
     """One row: its CPU µs per keepalive and how many keepalives the window saw
     (``profile``: a cProfile of the window written there)."""
@@ -56,6 +63,7 @@ def child(
 
     from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
     from aiostream_synth._proxy.serve import _tune_garbage_collector
+    from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
     store = {"nostore": "off", "background-redis": redis or ""}.get(row, "memory")
     app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store))
@@ -71,7 +79,7 @@ def child(
         body["background"] = True
     raw = json.dumps(body).encode()
     counts = {"keepalives": 0, "ended": 0, "started": 0, "events": 0}
-    scope = {
+    scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -85,6 +93,10 @@ def child(
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 2),
     }
+    if hook:
+        # As serve's servers (lean, uvicorn) do: a client's leaving is told through this
+        # hook, not read from ``receive`` by a watcher task of each stream (none leaves here).
+        scope[ON_DISCONNECT] = lambda callback: None
 
     async def run() -> dict[str, Any]:
         inbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
@@ -203,6 +215,13 @@ def main() -> None:
         action="store_true",
         help="two rows at once, on cores 0 and 1 (swapped each round): a ratio per round",
     )
+    parser.add_argument(
+        "--no-hook",
+        dest="hook",
+        action="store_false",
+        help="no disconnect hook in the scope (as a plain ASGI server): each stream reads "
+        "receive() in a watcher task of its own, cancelled at its end",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -211,7 +230,9 @@ def main() -> None:
     if args.child:
         if args.cpu is not None:
             os.sched_setaffinity(0, {args.cpu})
-        result = child(args.child, args.n, args.delay, args.interval, args.redis, args.profile)
+        result = child(
+            args.child, args.n, args.delay, args.interval, args.redis, args.profile, args.hook
+        )
         result["cpu"] = args.cpu
         print(json.dumps(result))
         return
@@ -278,6 +299,8 @@ def _command(args: argparse.Namespace, row: str, cpu: int | None = None) -> list
         command += ["--profile", args.profile]
     if cpu is not None:
         command += ["--cpu", str(cpu)]
+    if not args.hook:
+        command.append("--no-hook")
     return command
 
 

@@ -479,6 +479,40 @@ async def test_a_disconnect_while_waiting_cancels_the_backend_and_ends_the_respo
     assert all(message.get("more_body") for message in sent[1:])  # never a clean end
 
 
+async def test_a_response_read_by_a_watcher_ends_in_no_reference_cycle() -> None:
+    """A server without the disconnect hook: the response's watcher reads ``receive`` and is
+    ended with the response. Nothing of it is left in a reference cycle (found under load:
+    one per response, freed only by the collector, which then ran again and again at the end
+    of a wave)."""
+    import gc
+
+    app = SynthesizingApp(FakeBackend(), StreamSettings(keepalive_interval=K))
+    client = OneRequest(json.dumps(RESPONSES_BODY).encode())
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        with anyio.fail_after(10):
+            await app(post_scope("/v1/responses"), client.receive, client.send)
+        assert client.bodies[-1]["more_body"] is False
+        assert client.waits == ["cancelled"]  # the watcher was there, and was ended
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage if _of_a_task(o)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
+
+
+def _of_a_task(value: Any) -> bool:
+    """A task, the exception that ended one, or a frame or traceback of one."""
+    import asyncio
+    import types
+
+    return isinstance(value, asyncio.Task | BaseException | types.FrameType | types.TracebackType)
+
+
 async def test_a_failing_receive_propagates_as_itself() -> None:
     """An error from the server's ``receive`` ends the response and reaches the server as the
     exception itself (not an exception group), on asyncio and trio alike."""

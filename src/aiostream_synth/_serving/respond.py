@@ -224,4 +224,8 @@ async def _respond(
         if joined is not None:
             await joined
     if watch is not None and watch.task is not None:
-        _raise_what_the_watcher_raised(watch.task)
+        # The ended task keeps the exception that ended it, whose traceback holds the
+        # watcher's frame and so the watch: let go of the task, or each response would end
+        # in a cycle only the garbage collector frees.
+        task, watch.task = watch.task, None
+        _raise_what_the_watcher_raised(task)
