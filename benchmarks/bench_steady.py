@@ -54,6 +54,7 @@ def child(
     redis: str | None,
     profile: str | None,
     hook: bool = True,
+    end_only: bool = False,
 ) -> dict[str, Any]:
     """One row: its CPU µs per keepalive and how many keepalives the window saw
     (``profile``: a cProfile of the window written there)."""
@@ -66,6 +67,8 @@ def child(
     from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
     store = {"nostore": "off", "background-redis": redis or ""}.get(row, "memory")
+    if end_only:
+        interval = delay * 10  # no keepalive in the whole run
     app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store))
     _tune_garbage_collector()  # as serve does once the app is built
     collections = [0, 0, 0]
@@ -78,7 +81,7 @@ def child(
     if row.startswith("background"):
         body["background"] = True
     raw = json.dumps(body).encode()
-    counts = {"keepalives": 0, "ended": 0, "started": 0, "events": 0}
+    counts = {"keepalives": 0, "ended": 0, "started": 0, "events": 0, "requested": 0}
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -98,14 +101,20 @@ def child(
         # hook, not read from ``receive`` by a watcher task of each stream (none leaves here).
         scope[ON_DISCONNECT] = lambda callback: None
 
+    lifespan_task: list[asyncio.Task[None]] = []
+    queues: list[asyncio.Queue[MutableMapping[str, Any]]] = []
+
     async def run() -> dict[str, Any]:
         inbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
         outbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
         lifespan = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))
+        lifespan_task[:] = [lifespan]
+        queues[:] = [inbox, outbox]
         await inbox.put({"type": "lifespan.startup"})
         assert (await outbox.get())["type"] == "lifespan.startup.complete"
         forever = asyncio.Event()
         all_started = asyncio.Event()  # every stream had its first keepalive
+        all_requested = asyncio.Event()  # every request's body was read
 
         async def one() -> None:
             requested = started = False
@@ -114,6 +123,9 @@ def child(
                 nonlocal requested
                 if not requested:
                     requested = True
+                    counts["requested"] += 1
+                    if counts["requested"] == n:
+                        all_requested.set()
                     return {"type": "http.request", "body": raw, "more_body": False}
                 await forever.wait()
                 return {"type": "http.disconnect"}
@@ -140,6 +152,8 @@ def child(
 
         launched = time.monotonic()
         tasks = [asyncio.create_task(one()) for _ in range(n)]
+        if end_only:
+            return await end_alone(launched, tasks, all_requested)
         # The window opens once the wave is over: every stream open and ticking (its first
         # keepalive sent, its creation written), two intervals after the last one began.
         try:
@@ -187,6 +201,33 @@ def child(
             "ended": counts["ended"],
         }
 
+    async def end_alone(
+        launched: float, tasks: list[asyncio.Task[None]], all_requested: asyncio.Event
+    ) -> dict[str, Any]:
+        """``--end-only``: from a quarter of T before the first stream may end (the wave read
+        by then) to the lifespan's end, with no keepalive to take out."""
+        await all_requested.wait()
+        start = launched + delay * 0.75
+        if time.monotonic() > start:
+            raise SystemExit(f"{row}: the wave took past 3/4 of T: give a longer --delay")
+        await asyncio.sleep(start - time.monotonic())
+        events1 = counts["events"]
+        cpu1 = time.process_time()
+        await asyncio.gather(*tasks)
+        await queues[0].put({"type": "lifespan.shutdown"})
+        await queues[1].get()
+        await lifespan_task[0]
+        end_cpu = time.process_time() - cpu1
+        return {
+            "row": row,
+            "cpu_us_per_keepalive": None,
+            "cpu_us_per_event": end_cpu * 1e6 / max(counts["events"] - events1, 1),
+            "events_at_end": counts["events"] - events1,
+            "keepalives_in_window": 0,
+            "collections_in_window": collections,
+            "ended": counts["ended"],
+        }
+
     try:
         import uvloop
 
@@ -222,6 +263,12 @@ def main() -> None:
         help="no disconnect hook in the scope (as a plain ASGI server): each stream reads "
         "receive() in a watcher task of its own, cancelled at its end",
     )
+    parser.add_argument(
+        "--end-only",
+        action="store_true",
+        help="only CPU per event at the streams' end, in runs with no keepalive at all "
+        "(K beyond T): nothing to take out of the end, so a steadier figure",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -231,7 +278,14 @@ def main() -> None:
         if args.cpu is not None:
             os.sched_setaffinity(0, {args.cpu})
         result = child(
-            args.child, args.n, args.delay, args.interval, args.redis, args.profile, args.hook
+            args.child,
+            args.n,
+            args.delay,
+            args.interval,
+            args.redis,
+            args.profile,
+            args.hook,
+            args.end_only,
         )
         result["cpu"] = args.cpu
         print(json.dumps(result))
@@ -264,16 +318,21 @@ def main() -> None:
             ]
         for result in results:
             row = result["row"]
-            figures[row].append(result["cpu_us_per_keepalive"])
             per_event[row].append(result["cpu_us_per_event"])
             core = f" (core {result['cpu']})" if result.get("cpu") is not None else ""
+            ticking = ""
+            if result["cpu_us_per_keepalive"] is not None:
+                figures[row].append(result["cpu_us_per_keepalive"])
+                ticking = (
+                    f"{result['cpu_us_per_keepalive']:.2f} µs, {result['keepalives_in_window']} "
+                    f"keepalives, collections by generation {result['collections_in_window']}; "
+                )
             print(
-                f"round {round_number + 1} {row}{core}: {result['cpu_us_per_keepalive']:.2f} µs, "
-                f"{result['keepalives_in_window']} keepalives, collections by generation "
-                f"{result['collections_in_window']}; at the end {result['cpu_us_per_event']:.2f} "
-                f"µs per event, {result['events_at_end']} events"
+                f"round {round_number + 1} {row}{core}: {ticking}at the end "
+                f"{result['cpu_us_per_event']:.2f} µs per event, {result['events_at_end']} events"
             )
-    for what, table in (("keepalive", figures), ("event at the end", per_event)):
+    tables = (("keepalive", figures), ("event at the end", per_event))
+    for what, table in tables[1:] if args.end_only else tables:
         if args.paired:
             first, second = args.rows
             ratios = [b / a for a, b in zip(table[first], table[second], strict=True)]
@@ -301,6 +360,8 @@ def _command(args: argparse.Namespace, row: str, cpu: int | None = None) -> list
         command += ["--cpu", str(cpu)]
     if not args.hook:
         command.append("--no-hook")
+    if args.end_only:
+        command.append("--end-only")
     return command
 
 
