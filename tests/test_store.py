@@ -116,6 +116,41 @@ async def test_a_creation_may_come_serialized(store: ResponseStore) -> None:
     assert await store.events("as-json", -1) == [(0, A)]
 
 
+async def test_many_responses_written_in_one_call_read_back_byte_for_byte(
+    store: ResponseStore,
+) -> None:
+    """One call carrying many responses' writes (on Redis each response's part is one string
+    the script takes apart): every frame, field and object reads back exactly, whatever its
+    bytes (NUL, bytes that are not UTF-8, a frame of 200 KB), runs broken by numbers kept
+    elsewhere (keepalives) included, and a response's end."""
+    odd = b'event: e\ndata: {"x":"\x00\xff\xfe\x80"}\n\n'
+    big = b'event: e\ndata: {"x":"' + b"\x01y" * 100_000 + b'"}\n\n'
+    writes = {}
+    for k in range(30):
+        events = [(0, A), (1, odd), (2, big if k % 7 == 0 else B), (5, C)]
+        obj = {"id": f"r{k}", "status": "completed", "text": "\u00e9\U0001f600\x00"}
+        creation = Creation(f"owner {k}", {"id": f"r{k}"}, [{"content": "\x00"}], background=True)
+        writes[f"r{k}"] = Write(creation, events, obj, done=k % 2 == 0, keepalive=TEMPLATE, last=5)
+    await store.append_many(writes)
+    for k in range(30):
+        read = await store.read(f"r{k}", -1)
+        assert read is not None
+        stored, events = read
+        assert (stored.owner, stored.done, stored.last_sequence) == (f"owner {k}", k % 2 == 0, 5)
+        assert stored.object == writes[f"r{k}"].object
+        assert events == [
+            (0, A),
+            (1, odd),
+            (2, big if k % 7 == 0 else B),
+            (3, keepalive(3)),
+            (4, keepalive(4)),
+            (5, C),
+        ]
+        got = await store.get(f"r{k}")
+        assert got is not None
+        assert got.input == [{"content": "\x00"}]
+
+
 async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(
     store: ResponseStore,
 ) -> None:

@@ -33,6 +33,7 @@ is bounded by ``timeout_s``; a failure or a timeout is
 from __future__ import annotations
 
 import contextlib
+import struct
 import time
 import urllib.parse
 import uuid
@@ -75,35 +76,57 @@ def _json(value: object) -> bytes:
 
 
 #: Several responses' writes in one call. KEYS: each response's hash and stream; ARGV: the TTL,
-#: then per response its field count and fields (one HSET), its run count and runs (first
-#: number, entry id, frames: one XADD each), and whether to renew both keys' TTL.
+#: then per response one string (:func:`_packed`: the client pays per argument,
+#: benchmarks/COSTS.md): its field count, run count and whether to renew both keys' TTL,
+#: then its fields (one HSET) and its runs (first number, entry id, frames: one XADD each),
+#: each string preceded by its length.
 _WRITE_SCRIPT = """
 local ttl = ARGV[1]
-local a = 2
 for k = 1, #KEYS, 2 do
   local record, stream = KEYS[k], KEYS[k + 1]
+  local part = ARGV[(k + 1) / 2 + 1]
   -- A response another process ended (abandoned) takes no more writes.
   local open = redis.call('HGET', record, 'done') ~= '1'
-  local fields = tonumber(ARGV[a])
-  a = a + 1
+  local fields, runs, renew, at = struct.unpack('>I4I4B', part)
   if fields > 0 then
-    if open then redis.call('HSET', record, unpack(ARGV, a, a + 2 * fields - 1)) end
-    a = a + 2 * fields
+    local hash = {}
+    for i = 1, 2 * fields do
+      hash[i], at = struct.unpack('>I4c0', part, at)
+    end
+    if open then redis.call('HSET', record, unpack(hash)) end
   end
-  local runs = tonumber(ARGV[a])
-  a = a + 1
   for r = 1, runs do
-    if open then redis.call('XADD', stream, ARGV[a + 1], 'a', ARGV[a], 'f', ARGV[a + 2]) end
-    a = a + 3
+    local first, id, frames
+    first, id, frames, at = struct.unpack('>I4c0I4c0I4c0', part, at)
+    if open then redis.call('XADD', stream, id, 'a', first, 'f', frames) end
   end
-  if ARGV[a] == '1' then
+  if renew == 1 then
     redis.call('EXPIRE', record, ttl)
     redis.call('EXPIRE', stream, ttl)
   end
-  a = a + 1
 end
 return 0
 """
+
+_COUNTS = struct.Struct(">IIB").pack
+_LENGTH = struct.Struct(">I").pack
+#: A part that only renews a response's TTL (no fields, no runs).
+_RENEWAL = _COUNTS(0, 0, 1)
+
+
+def _packed(
+    fields: Mapping[str, bytes], runs: Sequence[tuple[int, int, bytes]], renew: bool
+) -> bytes:
+    """One response's part of :data:`_WRITE_SCRIPT`'s call, in one string."""
+    parts = [_COUNTS(len(fields), len(runs), renew)]
+    for name, value in fields.items():
+        key = name.encode()
+        parts += (_LENGTH(len(key)), key, _LENGTH(len(value)), value)
+    for first, last, joined in runs:
+        number, entry = b"%d" % first, _entry_id(last).encode()
+        parts += (_LENGTH(len(number)), number, _LENGTH(len(entry)), entry)
+        parts += (_LENGTH(len(joined)), joined)
+    return b"".join(parts)
 
 
 #: The latest keepalive numbers of waiting responses, into one hash. KEYS: the hash; ARGV: the
@@ -487,7 +510,7 @@ class RedisStore:
         # Every response's write is one part of a single script call (a command costs the
         # client ~20 µs of CPU, an argument ~1 µs), beside one call for the keepalive numbers.
         keys: list[str] = []
-        args: list[bytes | int] = [self._ttl]
+        args: list[bytes | int] = [self._ttl]  # then one part per response (_packed)
         progress: dict[str, int] = dict(keepalives) if keepalives else {}
         ended: list[str] = []
         now = self._clock()
@@ -522,7 +545,7 @@ class RedisStore:
         for response_id in numbers:
             if now >= renew_at.get(response_id, now):
                 keys.extend(self._keys(response_id))
-                args.extend((0, 0, 1))
+                args.append(_RENEWAL)
                 renew_at[response_id] = later
         self._renew_from = min(renew_at.values(), default=later)
 
@@ -550,13 +573,7 @@ class RedisStore:
             fields["done"] = b"1"
         if write.keepalive is not None:
             fields["kp"], fields["ks"] = write.keepalive
-        args.append(len(fields))
-        for name, value in fields.items():
-            args.extend((name.encode(), value))
         runs = _runs(write.events)
-        args.append(len(runs))
-        for first, last, joined in runs:
-            args.extend((first, _entry_id(last).encode(), joined))
         if write.done:
             ended.append(response_id)
             progress.pop(response_id, None)
@@ -564,7 +581,7 @@ class RedisStore:
         elif write.last > (write.events[-1][0] if write.events else -1):
             progress[response_id] = write.last
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
-        args.append(1 if renew else 0)
+        args.append(_packed(fields, runs, renew))
         if renew and not write.done:
             later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
             self._renew_from = min(self._renew_from, later)
