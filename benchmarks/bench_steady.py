@@ -62,14 +62,17 @@ def child(
     import cProfile
     import gc
 
-    from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+    from aiostream_synth._proxy.app import MIN_DEFAULT_LEASE_S, ProxyApp, ProxyConfig
     from aiostream_synth._proxy.serve import _tune_garbage_collector
     from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
     store = {"nostore": "off", "background-redis": redis or ""}.get(row, "memory")
+    # The lease a run with keepalives has (a Redis store's processes must agree on it: a
+    # later run would be refused while this one's claim lasts).
+    lease = max(3 * interval, MIN_DEFAULT_LEASE_S)
     if end_only:
         interval = delay * 10  # no keepalive in the whole run
-    app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store))
+    app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store, store_lease_s=lease))
     _tune_garbage_collector()  # as serve does once the app is built
     collections = [0, 0, 0]
 
