@@ -58,6 +58,8 @@ def _install_node_clients(session: nox.Session) -> None:
     # Claude Code is a native binary its postinstall links over a placeholder; an npm that holds
     # back install scripts leaves the placeholder, so run that step ourselves then.
     claude = CLIENTS / "node_modules" / "@anthropic-ai" / "claude-code"
+    if not (claude / "bin").is_dir():
+        return  # npm did not run (``--install-only``, ``--no-install``)
     with (claude / "bin" / "claude.exe").open("rb") as binary:
         native = binary.read(4) in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"MZ\x90\x00")
     if not native:

@@ -114,7 +114,9 @@ def child(
         lifespan_task[:] = [lifespan]
         queues[:] = [inbox, outbox]
         await inbox.put({"type": "lifespan.startup"})
-        assert (await outbox.get())["type"] == "lifespan.startup.complete"
+        started = await outbox.get()
+        if started["type"] != "lifespan.startup.complete":  # a store that refuses it...
+            raise SystemExit(f"{row}: the app did not start: {started.get('message')}")
         forever = asyncio.Event()
         all_started = asyncio.Event()  # every stream had its first keepalive
         all_requested = asyncio.Event()  # every request's body was read
