@@ -171,7 +171,7 @@ def test_a_run_is_recorded_as_its_frames_read_one_by_one_are(
             before, follows = storage.read, run == live.last + 1
             assert background._add("resp_1", live, storage, frames, run if use_runs else None)  # type: ignore[arg-type]
             if use_runs and follows:
-                assert storage.read - before == 1  # read one by one after a gap
+                assert storage.read - before == 1  # its last frame alone
         write = background._pending["resp_1"]
         recorded.append(
             (
