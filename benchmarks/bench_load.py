@@ -60,7 +60,10 @@ shows the delay in its end lag) and the rest, its end lag (how late the stream e
 own start + T), and counts the late keepalives (gaps over
 1.1 K) with where they fall in their streams (seconds from the request's send, p50), and
 gives the server's CPU per request while the wave opened (from before its first request until
-every stream had its first byte: accepting, reading, preparing, starting, one tick each). Loopback
+every stream had its first byte: accepting, reading, preparing, starting, one tick each) and per
+event at the end (from an interval before the first stream may end until the last one closed, its
+keepalives taken out at the steady window's rate; with ``--interval`` beyond ``--delay`` there is
+no keepalive and no steady window, and the end is timed from three quarters of T). Loopback
 only; bounded in count and time.
 
     python benchmarks/bench_load.py --quick          # N=500, T=5 s: what `nox -s bench` runs
@@ -68,6 +71,7 @@ only; bounded in count and time.
     python benchmarks/bench_load.py -n 1000 --request codex   # each stream sends a 66 KB Codex replay
     python benchmarks/bench_load.py -n 5000 --client protocol --open-batch 256 --warm-up
     python benchmarks/bench_load.py -n 5000 --servers proxy --profile /tmp/prof   # cProfile
+    python benchmarks/bench_load.py --interval 200 --servers proxy-nostore proxy-background-redis
 """
 
 from __future__ import annotations
@@ -699,6 +703,8 @@ class Stats:
         self.completed = 0
         self.failed = 0
         self.keepalives = 0
+        #: The events that are not keepalives (the answer's, a background stream's first).
+        self.events = 0
         self.ttfb: list[float] = []
         self.gaps: list[float] = []
         #: When each gap over LATE_GAP_K ended, in seconds from its stream's request.
@@ -791,7 +797,9 @@ class StreamRecord:
                 if gap > LATE_GAP_K:
                     stats.late_gaps_at.append(now - self.sent_at)
             self.last_keepalive = now
-        elif kind in wire.terminals:
+        else:
+            stats.events += 1
+        if kind in wire.terminals:
             self.terminal = kind == wire.completed
             # From the moment the backend had its answer (it stamps completed_at) to the
             # terminal event here: what the server added; and end to end.
@@ -1048,7 +1056,11 @@ async def run_load(
     cpu_wave, _ = _usage(pids)  # the wave prepared, each stream's first byte sent
     if profiled == "wave":
         _signal(server_pids, signal.SIGUSR2)
-    await asyncio.sleep(min(interval * 1.5, delay / 4))
+    end_only = interval >= delay  # no keepalive: no steady window, the end alone is timed
+    if end_only:
+        await asyncio.sleep(max(delay * 0.75 - (time.monotonic() - start), 0))
+    else:
+        await asyncio.sleep(min(interval * 1.5, delay / 4))
     cpu1, rss1 = _usage(pids)
     ka1 = stats.keepalives
     t1 = time.monotonic()
@@ -1056,9 +1068,10 @@ async def run_load(
         commands1, redis_cpu1 = redis_commands(redis[0]), _usage([redis[1]])[0]
     if profiled == "steady":  # the steady state the CPU per keepalive is taken over
         _signal(server_pids, signal.SIGUSR1)
-    await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
+    if not end_only:
+        await asyncio.sleep(max(delay - (time.monotonic() - start) - interval, interval))
     cpu2, _ = _usage(pids)
-    ka2 = stats.keepalives
+    ka2, events2 = stats.keepalives, stats.events
     steady_s = time.monotonic() - t1
     redis_figures: dict[str, float | None] = {
         "redis_commands_per_stream_s": None,
@@ -1075,9 +1088,15 @@ async def run_load(
     elif profiled == "end":  # from an interval before the first end to the last
         _signal(server_pids, signal.SIGUSR1)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=delay * 3 + 60)
+    cpu3, _ = _usage(pids)
+    ka3, events3 = stats.keepalives, stats.events
     if profiled == "end":
         _signal(server_pids, signal.SIGUSR2)
     reporter.cancel()
+    # The end: from an interval before the first stream may end to the last one's close, its
+    # keepalives taken out at the steady window's rate (none with --interval beyond T).
+    per_keepalive = (cpu2 - cpu1) / max(ka2 - ka1, 1)
+    end_cpu = cpu3 - cpu2 - (ka3 - ka2) * per_keepalive
     return {
         "server": kind,
         "ramp_s": ramp,
@@ -1109,7 +1128,10 @@ async def run_load(
         "late_gaps_at_p50_s": _pct(stats.late_gaps_at, 0.5),
         "kib_per_stream": (rss1 - rss0) / n / 1024,
         "cpu_us_per_request": (cpu_wave - cpu0) * 1e6 / n,
-        "cpu_us_per_keepalive": (cpu2 - cpu1) * 1e6 / max(ka2 - ka1, 1),
+        "cpu_us_per_keepalive": per_keepalive * 1e6,
+        "cpu_us_per_event_at_end": end_cpu * 1e6 / max(events3 - events2, 1),
+        "events_at_end": events3 - events2,
+        "keepalives_at_end": ka3 - ka2,
         "replicas": len(server_pids),
         **redis_figures,
         "gaps": stats.gaps[:: max(len(stats.gaps) // 20000, 1)],
@@ -1176,8 +1198,9 @@ def split_table(rows: list[dict[str, Any]]) -> str:
     """End-to-end lateness split into start lag and end lag (see the module docstring)."""
     lines = [
         "| server | N | end-to-end lateness p50 / p99 | start lag p50 / p99 | end lag p50 / p99 "
-        f"| keepalive gaps > {LATE_GAP_K:g} K (at, p50) | server CPU µs per request, wave |",
-        "|---|---|---|---|---|---|---|",
+        f"| keepalive gaps > {LATE_GAP_K:g} K (at, p50) | server CPU µs per request, wave "
+        "| server CPU µs per event at the end |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [
@@ -1191,6 +1214,7 @@ def split_table(rows: list[dict[str, Any]]) -> str:
         else:
             cells.append("-")
         cells.append(_fmt(r.get("cpu_us_per_request"), ".0f"))
+        cells.append(_fmt(r.get("cpu_us_per_event_at_end"), ".1f"))
         lines.append(f"| {_label(r)} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -75,10 +75,14 @@ def child(
     app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store, store_lease_s=lease))
     _tune_garbage_collector()  # as serve does once the app is built
     collections = [0, 0, 0]
+    collecting = [0.0, 0.0]  # CPU seconds spent collecting; when the current one began
 
     def collector(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             collections[info["generation"]] += 1
+            collecting[1] = time.process_time()
+        else:
+            collecting[0] += time.process_time() - collecting[1]
 
     body: dict[str, Any] = {"model": "bench", "input": f"bench [delay:{delay:g}]", "stream": True}
     if row.startswith("background"):
@@ -217,12 +221,20 @@ def child(
             raise SystemExit(f"{row}: the wave took past 3/4 of T: give a longer --delay")
         await asyncio.sleep(start - time.monotonic())
         events1 = counts["events"]
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        gc.callbacks.append(collector)
         cpu1 = time.process_time()
         await asyncio.gather(*tasks)
         await queues[0].put({"type": "lifespan.shutdown"})
         await queues[1].get()
         await lifespan_task[0]
         end_cpu = time.process_time() - cpu1
+        gc.callbacks.remove(collector)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}-{row}-end.pstats")
         return {
             "row": row,
             "cpu_us_per_keepalive": None,
@@ -230,6 +242,7 @@ def child(
             "events_at_end": counts["events"] - events1,
             "keepalives_in_window": 0,
             "collections_in_window": collections,
+            "collecting_ms": collecting[0] * 1e3,
             "ended": counts["ended"],
         }
 
@@ -332,9 +345,16 @@ def main() -> None:
                     f"{result['cpu_us_per_keepalive']:.2f} µs, {result['keepalives_in_window']} "
                     f"keepalives, collections by generation {result['collections_in_window']}; "
                 )
+            collected = ""
+            if result.get("collecting_ms") is not None:
+                collected = (
+                    f", collections by generation {result['collections_in_window']} "
+                    f"taking {result['collecting_ms']:.0f} ms"
+                )
             print(
                 f"round {round_number + 1} {row}{core}: {ticking}at the end "
                 f"{result['cpu_us_per_event']:.2f} µs per event, {result['events_at_end']} events"
+                f"{collected}"
             )
     tables = (("keepalive", figures), ("event at the end", per_event))
     for what, table in tables[1:] if args.end_only else tables:

@@ -75,19 +75,21 @@ def _json(value: object) -> bytes:
     return value if isinstance(value, bytes) else orjson.dumps(value)
 
 
-#: Several responses' writes in one call. KEYS: each response's hash and stream; ARGV: the TTL,
-#: then per response one string (:func:`_packed`: the client pays per argument,
-#: benchmarks/COSTS.md): its field count, run count and whether to renew both keys' TTL,
-#: then its fields (one HSET) and its runs (first number, entry id, frames: one XADD each),
-#: each string preceded by its length.
+#: Several responses' writes in one call. KEYS: the keepalive numbers' hash, then each
+#: response's hash and stream; ARGV: the TTL, the length of a response hash's key before its
+#: id, then per response one string (:func:`_packed`: the client pays per argument,
+#: benchmarks/COSTS.md): its field count, run count, whether to renew both keys' TTL and
+#: whether it ended (its keepalive number then removed), then its fields (one HSET) and its
+#: runs (first number, entry id, frames: one XADD each), each string preceded by its length.
 _WRITE_SCRIPT = """
-local ttl = ARGV[1]
-for k = 1, #KEYS, 2 do
+local ttl, cut = ARGV[1], tonumber(ARGV[2])
+for k = 2, #KEYS, 2 do
   local record, stream = KEYS[k], KEYS[k + 1]
-  local part = ARGV[(k + 1) / 2 + 1]
+  local part = ARGV[k / 2 + 2]
   -- A response another process ended (abandoned) takes no more writes.
   local open = redis.call('HGET', record, 'done') ~= '1'
-  local fields, runs, renew, at = struct.unpack('>I4I4B', part)
+  local fields, runs, renew, ended, at = struct.unpack('>I4I4BB', part)
+  if ended == 1 then redis.call('HDEL', KEYS[1], string.sub(record, cut + 1)) end
   if fields > 0 then
     local hash = {}
     for i = 1, 2 * fields do
@@ -108,24 +110,29 @@ end
 return 0
 """
 
-_COUNTS = struct.Struct(">IIB").pack
+_COUNTS = struct.Struct(">IIBB").pack
 _LENGTH = struct.Struct(">I").pack
 #: A part that only renews a response's TTL (no fields, no runs).
-_RENEWAL = _COUNTS(0, 0, 1)
+_RENEWAL = _COUNTS(0, 0, 1, 0)
 
 
 def _packed(
-    fields: Mapping[str, bytes], runs: Sequence[tuple[int, int, bytes]], renew: bool
+    fields: Mapping[str, bytes],
+    runs: Sequence[tuple[int, int, list[bytes]]],
+    renew: bool,
+    ended: bool,
 ) -> bytes:
-    """One response's part of :data:`_WRITE_SCRIPT`'s call, in one string."""
-    parts = [_COUNTS(len(fields), len(runs), renew)]
+    """One response's part of :data:`_WRITE_SCRIPT`'s call, in one string (a run's frames
+    joined there, not before)."""
+    parts = [_COUNTS(len(fields), len(runs), renew, ended)]
     for name, value in fields.items():
         key = name.encode()
         parts += (_LENGTH(len(key)), key, _LENGTH(len(value)), value)
-    for first, last, joined in runs:
+    for first, last, frames in runs:
         number, entry = b"%d" % first, _entry_id(last).encode()
         parts += (_LENGTH(len(number)), number, _LENGTH(len(entry)), entry)
-        parts += (_LENGTH(len(joined)), joined)
+        parts.append(_LENGTH(sum(map(len, frames))))
+        parts += frames
     return b"".join(parts)
 
 
@@ -208,8 +215,14 @@ def _sequence(entry_id: bytes | str) -> int:
     return int(text.partition("-")[2]) - 1
 
 
-def _runs(events: Sequence[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
-    """``events`` as runs of consecutive numbers: (first, last, the frames joined)."""
+def _runs(events: Sequence[tuple[int, bytes]]) -> list[tuple[int, int, list[bytes]]]:
+    """``events`` (their numbers rising, as :meth:`RedisStore.append` takes them) as runs of
+    consecutive numbers: (first, last, their frames)."""
+    if not events:
+        return []
+    first, last = events[0][0], events[-1][0]
+    if last - first == len(events) - 1:  # one run (an answer's events, a keepalive's)
+        return [(first, last, [frame for _, frame in events])]
     runs: list[tuple[int, int, list[bytes]]] = []
     for sequence, frame in events:
         if runs and runs[-1][1] == sequence - 1:
@@ -218,7 +231,7 @@ def _runs(events: Sequence[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
             runs[-1] = (first, sequence, frames)
         else:
             runs.append((sequence, sequence, [frame]))
-    return [(first, last, b"".join(frames)) for first, last, frames in runs]
+    return runs
 
 
 def _number(value: bytes | str | None) -> int:
@@ -276,6 +289,9 @@ class RedisStore:
         self.prefix = prefix
         self._ttl = max(1, round(ttl_s))
         self._progress_key = f"{prefix}progress"
+        #: The length of a response hash's key before its id (the write script takes the id
+        #: from the key: no argument more per response).
+        self._record_cut = len(self._keys("")[0])
         self._cancel_channel = f"{prefix}cancel"
         #: When each waiting response of this process next has its TTL renewed by a keepalive.
         self._renew_at: dict[str, float] = {}
@@ -509,19 +525,18 @@ class RedisStore:
     ) -> None:
         # Every response's write is one part of a single script call (a command costs the
         # client ~20 µs of CPU, an argument ~1 µs), beside one call for the keepalive numbers.
-        keys: list[str] = []
-        args: list[bytes | int] = [self._ttl]  # then one part per response (_packed)
+        keys: list[str] = [self._progress_key]  # then each response's two keys
+        args: list[bytes | int] = [self._ttl, self._record_cut]  # then a part each (_packed)
         progress: dict[str, int] = dict(keepalives) if keepalives else {}
-        ended: list[str] = []
         now = self._clock()
         if progress and now >= self._renew_from:
             self._renewals(keys, args, progress, now)
         for response_id, write in writes.items():
-            self._write(keys, args, response_id, write, progress, ended, now)
+            self._write(keys, args, response_id, write, progress, now)
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    if keys:
+                    if len(keys) > 1:
                         pipe.eval(_WRITE_SCRIPT, keys, args)
                     if progress:
                         packed = " ".join(f"{key} {number}" for key, number in progress.items())
@@ -530,8 +545,6 @@ class RedisStore:
                         else:  # an id with a space in it (not one of ours): field by field
                             pipe.hset(self._progress_key, progress)
                             pipe.expire(self._progress_key, self._ttl)
-                    if ended:
-                        pipe.hdel(self._progress_key, ended)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 
@@ -556,11 +569,10 @@ class RedisStore:
         response_id: str,
         write: Write,
         progress: dict[str, int],
-        ended: list[str],
         now: float,
     ) -> None:
         """One response's part of the script call (see :data:`_WRITE_SCRIPT`); its latest
-        keepalive number and its end on the lists."""
+        keepalive number into ``progress`` (out of it when it ended: the script removes it)."""
         keys.extend(self._keys(response_id))
         # The creation and what the write changes in one HSET: a creation's id is new (the
         # dialect's random id), so nothing is there to delete first.
@@ -575,13 +587,12 @@ class RedisStore:
             fields["kp"], fields["ks"] = write.keepalive
         runs = _runs(write.events)
         if write.done:
-            ended.append(response_id)
             progress.pop(response_id, None)
             self._renew_at.pop(response_id, None)
         elif write.last > (write.events[-1][0] if write.events else -1):
             progress[response_id] = write.last
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
-        args.append(_packed(fields, runs, renew))
+        args.append(_packed(fields, runs, renew, write.done))
         if renew and not write.done:
             later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
             self._renew_from = min(self._renew_from, later)
