@@ -496,6 +496,25 @@ def test_chat_client_on_a_responses_upstream(reverse: tuple[str, FakeUpstream]) 
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
 
 
+def test_a_chat_completion_bridged_from_a_responses_upstream_is_stored_here(
+    reverse: tuple[str, FakeUpstream],
+) -> None:
+    """``store: true`` keeps the completion in the proxy's store, as the chat client saw it
+    (the id its chunks carried); the upstream is asked to store nothing."""
+    url, fake = reverse
+    with _client(url) as client:
+        with client.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "hi"}], store=True
+        ) as stream:
+            final = stream.get_final_completion()
+        retrieved = client.chat.completions.retrieve(final.id)
+    _, sent, _ = fake.requests[-1]
+    assert sent["store"] is False
+    assert retrieved.id == final.id
+    assert retrieved.choices[0].message.content == final.choices[0].message.content
+    assert retrieved.choices[0].message.content
+
+
 def test_anthropic_sdk_on_a_chat_upstream(bridge: tuple[str, FakeChatUpstream]) -> None:
     """the anthropic SDK's stream helper reassembles a thinking block and text,
     and a tool_use, from a chat upstream's answers."""

@@ -98,6 +98,7 @@ def test_every_block_is_checked_below() -> None:
         "claude.messages.stream(",
         "client.responses.stream(model=",
         "previous_response_id=created.id",
+        "client.chat.completions.retrieve(completion.id)",
         "synthesize_chat_completion_sse(completion",
         "validate_streaming_responses_params(cleaned)",
         "ResponsesDialect(), keepalive_interval",
@@ -141,6 +142,11 @@ def test_the_sdk_block_streams_from_the_proxy(upstream: str) -> None:
 def test_the_background_block_resumes_and_continues(upstream: str) -> None:
     _, out = _run(_block("previous_response_id=created.id"), upstream)
     assert out.splitlines() == ["in_progress", "a long turn", "and then?"]
+
+
+def test_the_stored_chat_block_retrieves_and_deletes(upstream: str) -> None:
+    _, out = _run(_block("client.chat.completions.retrieve(completion.id)"), upstream)
+    assert out.splitlines() == ["keep this"]
 
 
 def test_the_synthesis_block() -> None:

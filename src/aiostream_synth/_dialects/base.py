@@ -265,11 +265,46 @@ class StoredEvent:
 
 
 class Storage(Protocol):
-    """A dialect whose answers can outlive their connection (background mode, retrieval,
-    resume, cancel): what serving needs of it, the store and the engine knowing no dialect."""
+    """A dialect whose answers can be stored (retrieval, deletion; with background mode also
+    resume and cancel): what serving needs of it, the store and the engine knowing no
+    dialect."""
+
+    @property
+    def noun(self) -> str:
+        """What its stored answers are called in the refusals about them (``"Response"``)."""
+        ...
+
+    @property
+    def has_background(self) -> bool:
+        """Whether it has background mode: ``POST {path}/{id}/cancel`` and a retrieval that
+        replays events (``?stream=true``). Without it, a stored answer is only retrieved whole
+        and deleted, and the methods about events, cancels and abandoned responses below are
+        never called."""
+        ...
 
     def new_id(self) -> str:
-        """A fresh id for a background response."""
+        """A fresh id for a stored response."""
+        ...
+
+    def in_progress(self, response_id: str) -> dict[str, Any] | None:
+        """The object a streamed answer is kept as while it streams (retrievable then); None
+        to keep it only once it has ended."""
+        ...
+
+    def final_object_json(self, dialect: StreamDialect, last_write: bytes | None) -> bytes | None:
+        """The object to keep of a streamed answer once its stream is over, serialized:
+        ``dialect`` is what :meth:`stored_dialect` gave for it, ``last_write`` the stream's
+        final write (its terminal frames). None when the stream did not end with its answer
+        (its client left, the backend failed): nothing is kept then."""
+        ...
+
+    def deleted(self, response_id: str) -> dict[str, Any]:
+        """The answer to ``DELETE {path}/{id}``."""
+        ...
+
+    def holds(self, obj: dict[str, Any]) -> bool:
+        """Whether a stored object is one of this dialect's (one store keeps every
+        dialect's answers: another's is not found on this dialect's paths)."""
         ...
 
     def stored_dialect(

@@ -137,8 +137,8 @@ async def handle_request(
         return
     dialect = None
     if keep is not None:
-        # Stored from its start under an id of ours (retrievable while it streams); the frame
-        # keeps none of its input, which is in the store.
+        # Stored under an id of ours, from its start when its dialect keeps it while it
+        # streams; the frame keeps none of its input (in the store, or serialized).
         dialect = await keep.start(prepared, settings)
         send = keep.watching(send)
     stream = open_stream(

@@ -521,9 +521,12 @@ class BackgroundResponses:
         round trip before each stream)."""
         self._write_later(response_id, [], None, False, creation)
 
-    def finish_later(self, response_id: str, obj_json: bytes) -> None:
-        """A kept response's final object (serialized), through the writer."""
-        self._write_later(response_id, [], obj_json, True)
+    def finish_later(
+        self, response_id: str, obj_json: bytes, creation: Creation | None = None
+    ) -> None:
+        """A kept response's final object (serialized), through the writer; ``creation``
+        for one kept only once it ended."""
+        self._write_later(response_id, [], obj_json, True, creation)
 
     async def forget(self, response_id: str) -> None:
         """Drop a kept response (its stream ended without its answer): once what is queued
@@ -995,15 +998,17 @@ class BackgroundResponses:
         send: Send,
     ) -> None:
         """``GET {path}/{id}`` (``?stream=true&starting_after=N``), ``POST {path}/{id}/cancel``,
-        ``DELETE {path}/{id}``."""
+        ``DELETE {path}/{id}`` (a dialect without background mode: only ``GET``, without
+        ``stream``, and ``DELETE``)."""
         allowed = "POST" if action == "cancel" else "GET, DELETE"
-        if action not in ("", "cancel") or method not in allowed.split(", "):
-            status = 404 if action not in ("", "cancel") else 405
+        actions = ("", "cancel") if storage.has_background else ("",)
+        if action not in actions or method not in allowed.split(", "):
+            status = 404 if action not in actions else 405
             error = spec.error_response(
                 status,
                 f"Use {allowed}."
                 if status == 405
-                else f"Unknown path for response {response_id!r}.",
+                else f"Unknown path for {storage.noun.lower()} {response_id!r}.",
             )
             await _send_error(send, error, [(b"allow", allowed.encode())] if status == 405 else [])
             return
@@ -1011,7 +1016,10 @@ class BackgroundResponses:
         live = self._live.get(response_id)
         stored = None
         params = urllib.parse.parse_qs(query.decode("latin-1"))
-        streamed = params.get("stream", ["false"])[-1].lower() in ("true", "1")
+        streamed = storage.has_background and params.get("stream", ["false"])[-1].lower() in (
+            "true",
+            "1",
+        )
         raw_after = params.get("starting_after", ["-1"])[-1]
         # A stream's events are read with the response (None: not a stream, or refused below).
         try:
@@ -1022,8 +1030,8 @@ class BackgroundResponses:
         if live is None and response_id in self._unstored:
             error = spec.error_response(
                 503,
-                f"Response '{response_id}' cannot be retrieved: the response store failed "
-                "while it was generated.",
+                f"{storage.noun} '{response_id}' cannot be retrieved: the response store "
+                "failed while it was generated.",
                 code="store_unavailable",
             )
             await _send_error(send, error)
@@ -1037,11 +1045,14 @@ class BackgroundResponses:
                 await self._store_failed(spec, send, "store read failed: %s", exc)
                 return
             stored = None if first is None else first[0]
-        if (live is None or live.owner != owner) and (stored is None or stored.owner != owner):
+        mine = (live is not None and live.owner == owner) or (
+            stored is not None and stored.owner == owner and storage.holds(stored.object)
+        )
+        if not mine:  # another's, or another dialect's (one store keeps every dialect's)
             await _send_error(
                 send,
                 spec.error_response(
-                    404, f"Response with id '{response_id}' not found.", code="not_found"
+                    404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
                 ),
             )
             return
@@ -1058,7 +1069,7 @@ class BackgroundResponses:
                 await _send_error(
                     send,
                     spec.error_response(
-                        404, f"Response with id '{response_id}' not found.", code="not_found"
+                        404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
                     ),
                 )
                 return
@@ -1073,9 +1084,7 @@ class BackgroundResponses:
             self._pending.pop(response_id, None)
             self._keepalives.pop(response_id, None)
             await self._keep(self.store.delete(response_id))
-            await send_json(
-                send, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
-            )
+            await send_json(send, 200, storage.deleted(response_id))
             return
         if action == "cancel":
             if live is None and stored is not None and not stored.done:

@@ -15,20 +15,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
-
 from aiostream_synth._dialects.base import Storage
 from aiostream_synth._store.base import ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = [
-    "continue_chain",
-    "final_object_json",
-    "finish_kept",
-    "in_progress",
-    "keep_finished",
-    "start_kept",
-]
+__all__ = ["continue_chain", "finish_kept", "keep_finished", "start_kept"]
 
 LOG = logging.getLogger("aiostream_synth.background")
 
@@ -81,50 +72,58 @@ async def continue_chain(
 
 async def keep_finished(
     store: ResponseStore,
-    storage: Storage,
-    last_write: bytes | None,
-    result: dict[str, Any] | None,
+    result: dict[str, Any],
     owner: str,
     input_items: list[Any] | None,
 ) -> bool:
-    """Store a finished response (from its stream's last write, or a non-streaming result) for
-    retrieval and continuation; a store failure is logged (False), the answer already sent."""
-    obj = result if result is not None else final_object(storage, last_write)
-    response_id = obj.get("id") if isinstance(obj, dict) else None
-    if not isinstance(response_id, str) or obj is None:
+    """Store a finished non-streaming answer under its own id, for retrieval and
+    continuation; a store failure is logged (False), the answer already sent."""
+    response_id = result.get("id")
+    if not isinstance(response_id, str):
         return True
     try:
-        await store.create(response_id, owner, obj, input_items=input_items)
-        await store.append(response_id, (), obj, done=True)
+        await store.create(response_id, owner, result, input_items=input_items)
+        await store.append(response_id, (), result, done=True)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)
     return True
 
 
 async def start_kept(
-    store: ResponseStore, response_id: str, owner: str, input_items: list[Any] | None
+    store: ResponseStore,
+    response_id: str,
+    owner: str,
+    obj: dict[str, Any],
+    input_items: list[Any] | None,
 ) -> bool:
-    """A streamed response's record, from its start (in progress, with its whole input);
-    False when the store failed (logged)."""
+    """A streamed response's record, from its start (``obj``: as it stands then, with its
+    whole input); False when the store failed (logged)."""
     try:
-        await store.create(response_id, owner, in_progress(response_id), input_items=input_items)
+        await store.create(response_id, owner, obj, input_items=input_items)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)
     return True
 
 
 async def finish_kept(
-    store: ResponseStore, storage: Storage, response_id: str, last_write: bytes | None
+    store: ResponseStore,
+    response_id: str,
+    obj_json: bytes | None,
+    creation: tuple[str, bytes | None] | None = None,
 ) -> bool:
-    """A streamed response's end: its final object from the stream's final write; a stream
-    that ended without one (its client left) leaves no record. False when the store failed
-    (logged)."""
-    obj = final_object(storage, last_write)
+    """A streamed response's end: its final object (serialized), or None when the stream
+    ended without one (its client left), which leaves no record. ``creation``: the owner and
+    the input (serialized) of a response kept only once it ended (nothing was created at its
+    start). False when the store failed (logged)."""
     try:
-        if obj is None:
-            await store.delete(response_id)
+        if obj_json is None:
+            if creation is None:
+                await store.delete(response_id)
         else:
-            await store.append(response_id, (), obj, done=True)
+            if creation is not None:
+                owner, input_items = creation
+                await store.create(response_id, owner, obj_json, input_items=input_items)
+            await store.append(response_id, (), obj_json, done=True)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)
     return True
@@ -135,24 +134,3 @@ def _write_failed(response_id: str, exc: BaseException) -> bool:
         "store write failed for %s (it cannot be retrieved or continued): %s", response_id, exc
     )
     return False
-
-
-def in_progress(response_id: str) -> dict[str, Any]:
-    """A streamed response's record while it streams."""
-    return {"id": response_id, "object": "response", "status": "in_progress"}
-
-
-def final_object_json(storage: Storage, last_write: bytes | None) -> bytes | None:
-    """The response a stream's final write ends with (its terminal event's), serialized as
-    the event carries it, if it does."""
-    for frame in reversed((last_write or b"").split(b"\n\n")):
-        event = storage.event(frame + b"\n\n") if frame else None
-        if event is not None:
-            return event.response_json if event.terminal else None
-    return None
-
-
-def final_object(storage: Storage, last_write: bytes | None) -> dict[str, Any] | None:
-    """:func:`final_object_json`, parsed."""
-    raw = final_object_json(storage, last_write)
-    return None if raw is None else orjson.loads(raw)

@@ -1,6 +1,6 @@
 """A request's answer kept in the response store (decision P12), on the native path: a stored
-conversation continued before preparation (:class:`Chain`), the answer stored from its start
-under an id of ours (:class:`Keep`), a ``background`` request started in the store
+conversation continued before preparation (:class:`Chain`), the answer stored under an id
+of ours (:class:`Keep`: from its start, or once it ended, as its dialect keeps it), a ``background`` request started in the store
 (:func:`start_background`), and the paths of stored answers (:func:`stored_route`). The store's
 own protocol is :mod:`aiostream_synth._serving.background` and
 :mod:`aiostream_synth._serving.chains`."""
@@ -16,14 +16,7 @@ from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_answer
 from aiostream_synth._serving.asgi_types import Message, Receive, Send
 from aiostream_synth._serving.background import BackgroundResponses, owner_of
-from aiostream_synth._serving.chains import (
-    continue_chain,
-    final_object_json,
-    finish_kept,
-    in_progress,
-    keep_finished,
-    start_kept,
-)
+from aiostream_synth._serving.chains import continue_chain, finish_kept, keep_finished, start_kept
 from aiostream_synth._serving.pipeline import (
     CompletionBackend,
     DisconnectHook,
@@ -33,6 +26,7 @@ from aiostream_synth._serving.pipeline import (
     background_refused,
 )
 from aiostream_synth._store.base import Creation
+from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["Chain", "Keep", "start_background", "stored_route"]
 
@@ -45,7 +39,10 @@ class Keep:
     __slots__ = (
         "background",
         "body",
+        "created",
+        "dialect",
         "input_items",
+        "input_json",
         "last_write",
         "owner",
         "response_id",
@@ -74,6 +71,13 @@ class Keep:
         self.stored = storage.stores(body)
         self.last_write: bytes | None = None
         self.response_id: str | None = None
+        #: The stream's dialect (its final object is asked of it), and whether the response
+        #: was kept from its start (else only once it ended, if it did).
+        self.dialect: StreamDialect | None = None
+        self.created = False
+        #: The input of one kept only once it ended, serialized meanwhile (a waiting stream
+        #: holds no tree of its request's objects).
+        self.input_json: bytes | None = None
         self.send: Send | None = None  # the server's, once watched
 
     def take_body(self) -> dict[str, Any]:
@@ -88,23 +92,32 @@ class Keep:
         background = self.background
         # Directly: its id is the backend's, which may repeat one kept before (a creation
         # through the writer would not replace that record, as this does).
-        if not await keep_finished(
-            background.store, self.storage, None, result, self.owner, self.input_items
-        ):
+        if not await keep_finished(background.store, result, self.owner, self.input_items):
             background.store_failures += 1
 
     async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
-        """Store the response under a fresh id before it streams; its stream's dialect."""
-        response_id = self.response_id = self.storage.new_id()
+        """The stream's dialect, its id fixed; the response kept from now on when its dialect
+        keeps it while it streams."""
+        storage = self.storage
+        response_id = self.response_id = storage.new_id()
         background = self.background
-        if background.writes_behind:  # no round trip before the stream starts
-            # Serialized now: a wave queues compact strings for the writer (see Creation).
-            creation = Creation.serialized(self.owner, in_progress(response_id), self.input_items)
-            background.keep_later(response_id, creation)
-        elif not await start_kept(background.store, response_id, self.owner, self.input_items):
-            background.store_failures += 1
+        record = storage.in_progress(response_id)
+        if record is not None:
+            self.created = True
+            if background.writes_behind:  # no round trip before the stream starts
+                # Serialized now: a wave queues compact strings for the writer (see Creation).
+                creation = Creation.serialized(self.owner, record, self.input_items)
+                background.keep_later(response_id, creation)
+            elif not await start_kept(
+                background.store, response_id, self.owner, record, self.input_items
+            ):
+                background.store_failures += 1
+        elif self.input_items is not None:
+            self.input_json = dumps_exact(self.input_items)
         self.input_items = None
-        return self.storage.stored_dialect(prepared, settings, self.response_id, background=False)
+        dialect = storage.stored_dialect(prepared, settings, response_id, background=False)
+        self.dialect = dialect
+        return dialect
 
     def watching(self, send: Send) -> Send:
         """``send``, keeping the final write (``more_body`` false: the terminal frames): this
@@ -125,20 +138,25 @@ class Keep:
     async def finish(self) -> None:
         """The stream is over: its final object stored, or, when it never got there (its
         client left), its record dropped."""
-        if self.response_id is not None:
-            background = self.background
-            if background.writes_behind:
-                # The object as the terminal event carries it: stored without a parse.
-                obj = final_object_json(self.storage, self.last_write)
-                if obj is None:
-                    await background.forget(self.response_id)
-                else:
-                    background.finish_later(self.response_id, obj)
-                return
-            if not await finish_kept(
-                background.store, self.storage, self.response_id, self.last_write
-            ):
-                background.store_failures += 1
+        response_id, dialect = self.response_id, self.dialect
+        if response_id is None or dialect is None:
+            return
+        background = self.background
+        # The object as the stream's end carries it: stored without a parse.
+        obj = self.storage.final_object_json(dialect, self.last_write)
+        self.dialect = None
+        if background.writes_behind:
+            if obj is not None:
+                creation = None
+                if not self.created:  # kept only now that it ended
+                    creation = Creation(self.owner, obj, self.input_json)
+                background.finish_later(response_id, obj, creation)
+            elif self.created:
+                await background.forget(response_id)
+            return
+        later = None if self.created else (self.owner, self.input_json)
+        if not await finish_kept(background.store, response_id, obj, later):
+            background.store_failures += 1
 
 
 class Chain:

@@ -13,7 +13,8 @@ from aiostream_synth._dialects.chat.sanitize import (
     sanitize_streaming_chat_body,
     validate_streaming_chat_params,
 )
-from aiostream_synth._dialects.chat.stream import ChatDialect
+from aiostream_synth._dialects.chat.stored import CHAT_STORAGE, ChatStorage
+from aiostream_synth._dialects.chat.stream import ChatDialect, chat_dialect
 from aiostream_synth._dialects.openai_errors import OpenAISpecBase
 from aiostream_synth._dialects.prepared import PreparedRequest, validation_error
 from aiostream_synth._params.models import params_dict
@@ -23,8 +24,6 @@ from aiostream_synth._wire.sse import DONE_FRAME
 
 __all__ = ["CHAT"]
 
-_DEFAULTS = ChatOptions()
-
 
 class ChatSpec(OpenAISpecBase):
     """See :class:`aiostream_synth._dialects.base.DialectSpec`."""
@@ -32,8 +31,8 @@ class ChatSpec(OpenAISpecBase):
     not_identifying = ("stream", "stream_options", "max_tokens", "max_completion_tokens")
 
     name: str = "chat"
-    #: No stored answers in this dialect (the API has no retrieval).
-    storage: None = None
+    #: Stored completions (``store: true``): retrieved and deleted, no background mode.
+    storage: ChatStorage = CHAT_STORAGE
     options_type: type[ChatOptions] = ChatOptions
     embedded: ChatEmbedded = CHAT_EMBEDDED
     paths: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
@@ -77,12 +76,7 @@ class ChatSpec(OpenAISpecBase):
         )
 
     def stream_dialect(self, prepared: PreparedRequest, settings: DialectSettings) -> ChatDialect:
-        options = settings.dialect_options.get(self.name) or _DEFAULTS
-        return ChatDialect(
-            include_usage=prepared.state is True,
-            keepalive=options.keepalive,
-            emit_reasoning_alias=options.emit_reasoning_alias,
-        )
+        return chat_dialect(prepared, settings)
 
     def outcome(self, last: bytes) -> Outcome:
         return "completed" if last.endswith(DONE_FRAME) else "failed"

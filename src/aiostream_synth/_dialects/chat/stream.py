@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aiostream_synth._dialects.base import ErrorResponse
+from aiostream_synth._dialects.base import DialectSettings, ErrorResponse
+from aiostream_synth._dialects.chat.options import ChatOptions
 from aiostream_synth._dialects.chat.synthesis import (
     CHAT_KEEPALIVE_FRAME,
     chat_error_frame,
     chat_frames,
 )
+from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._wire.failures import Failure
 
-__all__ = ["ChatDialect", "ChatStream"]
+__all__ = ["ChatDialect", "ChatStream", "chat_dialect"]
+
+_DEFAULTS = ChatOptions()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,3 +63,13 @@ class ChatStream:
 
     def error_response(self, failure: Failure) -> ErrorResponse:
         return ErrorResponse(failure.status_code, failure.body())
+
+
+def chat_dialect(prepared: PreparedRequest, settings: DialectSettings) -> ChatDialect:
+    """The output options of a prepared chat stream, under ``settings``."""
+    options = settings.dialect_options.get("chat") or _DEFAULTS
+    return ChatDialect(
+        include_usage=prepared.state is True,
+        keepalive=options.keepalive,
+        emit_reasoning_alias=options.emit_reasoning_alias,
+    )

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from aiostream_synth._dialects.base import DialectSettings, StoredEvent
+from aiostream_synth._dialects.base import DialectSettings, StoredEvent, StreamDialect
 from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._dialects.responses.namespaces import namespace_map
 from aiostream_synth._dialects.responses.options import ResponsesOptions
@@ -42,8 +42,33 @@ _SEQUENCE = b',"sequence_number":'
 class ResponsesStorage:
     """See :class:`aiostream_synth._dialects.base.Storage`."""
 
+    @property
+    def noun(self) -> str:
+        return "Response"
+
+    @property
+    def has_background(self) -> bool:
+        return True
+
     def new_id(self) -> str:
         return new_response_id()
+
+    def in_progress(self, response_id: str) -> dict[str, Any]:
+        return {"id": response_id, "object": "response", "status": "in_progress"}
+
+    def final_object_json(self, dialect: StreamDialect, last_write: bytes | None) -> bytes | None:
+        # The response its terminal event carries, as the event carries it (no parse).
+        for frame in reversed((last_write or b"").split(b"\n\n")):
+            event = self.event(frame + b"\n\n") if frame else None
+            if event is not None:
+                return event.response_json if event.terminal else None
+        return None
+
+    def deleted(self, response_id: str) -> dict[str, Any]:
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    def holds(self, obj: dict[str, Any]) -> bool:
+        return obj.get("object", "response") in ("response",)  # a backend's may lack the field
 
     def stored_dialect(
         self,

@@ -1,0 +1,285 @@
+"""Stored chat completions (issue 30): ``store: true`` on ``/v1/chat/completions``, then
+``GET`` and ``DELETE /v1/chat/completions/{id}`` — through the openai SDK, on a real server on
+asyncio (uvicorn) and on trio (hypercorn), on the memory store and on Redis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import coredis
+import httpx
+import openai
+import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionDeleted
+
+from aiostream_synth._dialects.chat.stored import CHAT_STORAGE, KeptChatDialect
+from aiostream_synth._dialects.chat.stream import ChatDialect
+from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._store.memory import MemoryStore
+from aiostream_synth._store.redis import RedisStore
+from aiostream_synth._wire.failures import Failure
+
+from .support.redis_server import redis_server
+from .support.servers import serve
+
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "shell",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as (url, _):
+        yield url
+
+
+@pytest.fixture(
+    params=[
+        ("uvicorn", "memory"),
+        ("hypercorn-trio", "memory"),
+        ("uvicorn", "redis"),
+        ("hypercorn-trio", "redis"),
+    ],
+    ids="-".join,
+)
+def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, ProxyApp]]:
+    """The proxy on asyncio (uvicorn) and trio (hypercorn), on each store."""
+    server, store = request.param
+    url = request.getfixturevalue("redis_url") if store == "redis" else "memory"
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=url))
+    with serve(app, server, lifespan=True) as base:
+        yield base, app
+
+
+@pytest.fixture
+def proxy(served: tuple[str, ProxyApp]) -> str:
+    return served[0]
+
+
+def _kept(app: ProxyApp) -> set[str]:
+    """The ids of the chat completions the app's store holds."""
+    store = app.synth.background.store if app.synth.background is not None else None
+    if isinstance(store, MemoryStore):
+        return {key for key in store._entries if key.startswith("chatcmpl-")}
+    assert isinstance(store, RedisStore)
+    record = store._keys("")[0]
+
+    async def keys() -> set[str]:
+        async with coredis.Redis.from_url(store.url) as client:
+            found = await client.keys(f"{record}chatcmpl-*")
+        return {key.decode().removeprefix(record) for key in found}
+
+    return anyio.run(keys)
+
+
+def _client(url: str, key: str = "k") -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=60)
+
+
+def _retrieved(url: str, completion_id: str, key: str = "k") -> dict[str, Any]:
+    """The stored completion as the wire has it, validated strictly by the SDK's model."""
+    answer = httpx.get(
+        f"{url}/v1/chat/completions/{completion_id}", headers={"Authorization": f"Bearer {key}"}
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    ChatCompletion.model_validate(body, strict=True)
+    return body
+
+
+def _wire(value: Any) -> Any:
+    """An SDK object as plain JSON, without the stream helper's own ``parsed`` fields."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, dict):
+        return {k: _wire(v) for k, v in value.items() if k not in ("parsed", "parsed_arguments")}
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("usage", [False, True])
+def test_a_streamed_completion_is_stored_as_its_chunks_built_it(proxy: str, usage: bool) -> None:
+    """The SDK's accumulator rebuilds the same completion from the chunks as the one retrieved:
+    the same id (every chunk carries the stored one), text and tool call; its usage complete
+    whether or not the stream carried it."""
+    extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
+    with _client(proxy) as client:
+        with client.chat.completions.stream(
+            model="m",
+            messages=[{"role": "user", "content": 'keep me [delay:0.3] [tool:shell {"cmd":"ls"}]'}],
+            tools=TOOLS,
+            store=True,
+            **extra,
+        ) as stream:
+            final = stream.get_final_completion()
+        retrieved = client.chat.completions.retrieve(final.id)
+    body = _retrieved(proxy, final.id)
+    assert final.id.startswith("chatcmpl-")
+    assert retrieved.id == body["id"] == final.id
+    assert body["object"] == "chat.completion"
+    call = final.choices[0].message.tool_calls
+    assert call is not None
+    assert call[0].function.arguments == '{"cmd":"ls"}'
+    assert final.choices[0].finish_reason == "tool_calls"
+    expected = _wire(final)
+    # The accumulator's own traces: the chunks' object type, each call's delta index.
+    del expected["object"]
+    for call in expected["choices"][0]["message"]["tool_calls"]:
+        del call["index"]
+    got = _wire(retrieved)
+    assert got.pop("object") == "chat.completion"
+    assert got.pop("usage")["total_tokens"] > 0
+    expected.pop("usage", None)
+    assert got == expected
+
+
+def test_a_completion_that_is_not_streamed_is_stored_under_its_own_id(proxy: str) -> None:
+    with _client(proxy) as client:
+        created = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "whole"}], store=True
+        )
+        retrieved = client.chat.completions.retrieve(created.id)
+    assert _wire(retrieved) == _wire(created)
+    assert _retrieved(proxy, created.id)["choices"][0]["message"]["content"] == "whole"
+
+
+@pytest.mark.parametrize("store", [None, False])
+def test_a_completion_is_not_stored_unless_its_request_says_so(
+    proxy: str, store: bool | None
+) -> None:
+    """Upstream's default: ``store`` false."""
+    extra: dict[str, Any] = {} if store is None else {"store": store}
+    with _client(proxy) as client:
+        with client.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "not kept"}], **extra
+        ) as stream:
+            final = stream.get_final_completion()
+        created = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "nor this"}], **extra
+        )
+        for completion_id in (final.id, created.id):
+            with pytest.raises(openai.NotFoundError) as refused:
+                client.chat.completions.retrieve(completion_id)
+            assert f"Chat completion with id '{completion_id}' not found" in str(refused.value)
+
+
+def test_a_stream_that_fails_after_its_start_is_not_stored(
+    served: tuple[str, ProxyApp],
+) -> None:
+    """The error comes in band after the first keepalives: no completion, nothing kept (the
+    next stored one is all the store gains)."""
+    url, app = served
+    before = _kept(app)
+    with _client(url) as client:
+        stream = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "[delay:0.3] [error:500]"}],
+            stream=True,
+            store=True,
+        )
+        with pytest.raises(openai.APIError, match="embedded backend"):
+            for _ in stream:
+                pass
+        with client.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "kept"}], store=True
+        ) as kept:
+            completion_id = kept.get_final_completion().id
+        client.chat.completions.retrieve(completion_id)  # written by now
+    assert _kept(app) == before | {completion_id}
+
+
+def test_a_stored_completion_is_the_creators_and_is_deleted(proxy: str) -> None:
+    with _client(proxy) as client:
+        created = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "mine"}], store=True
+        )
+        with _client(proxy, key="someone else") as other:
+            with pytest.raises(openai.NotFoundError):
+                other.chat.completions.retrieve(created.id)
+            with pytest.raises(openai.NotFoundError):
+                other.chat.completions.delete(created.id)
+        deleted = client.chat.completions.delete(created.id)
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.retrieve(created.id)
+    assert deleted == ChatCompletionDeleted(
+        id=created.id, object="chat.completion.deleted", deleted=True
+    )
+
+
+def test_what_chat_completions_does_not_have_is_refused_by_name(proxy: str) -> None:
+    """No cancel, no replayed events (a ``stream`` query is not one of the API's), no listing
+    of its messages, no update: each a clear 4xx in OpenAI's error shape."""
+    with _client(proxy) as client:
+        created = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "as is"}], store=True
+        )
+    base = f"{proxy}/v1/chat/completions/{created.id}"
+    headers = {"Authorization": "Bearer k"}
+    streamed = httpx.get(f"{base}?stream=true&starting_after=0", headers=headers)
+    assert streamed.status_code == 200
+    assert streamed.json()["id"] == created.id  # the object, not events
+    for method, path, status in (
+        ("POST", f"{base}/cancel", 404),
+        ("GET", f"{base}/messages", 404),
+        ("POST", base, 405),
+    ):
+        answer = httpx.request(method, path, headers=headers, json={})
+        assert answer.status_code == status, (method, path, answer.text)
+        error = answer.json()["error"]
+        assert error["message"], error
+    assert "chat completion" in json.dumps(httpx.post(f"{base}/cancel", headers=headers).json())
+
+
+def test_only_a_stream_that_ended_with_its_answer_leaves_an_object_to_keep() -> None:
+    """The last write ends with ``[DONE]`` (an in-band error ends without it; a client that
+    left got no last write): only then is the completion the chunks carried kept."""
+    kept = KeptChatDialect(ChatDialect(), "chatcmpl-mine")
+    stream = kept.open_stream()
+    frames = stream.result_frames(
+        {"id": "theirs", "model": "m", "created": 7, "choices": [{"message": {"content": "hi"}}]}
+    )
+    assert all(b'"id":"chatcmpl-mine"' in frame for frame in frames[:-1])
+    done = b"".join(frames)
+    final = CHAT_STORAGE.final_object_json(kept, done)
+    assert final is not None
+    assert json.loads(final) == {
+        "id": "chatcmpl-mine",
+        "object": "chat.completion",
+        "model": "m",
+        "created": 7,
+        "choices": [{"message": {"content": "hi"}}],
+    }
+    error = stream.failure_frames(Failure(500, "server_error", "no"))[0]
+    assert CHAT_STORAGE.final_object_json(kept, done[: -len(frames[-1])] + error) is None
+    assert CHAT_STORAGE.final_object_json(kept, None) is None
+    assert CHAT_STORAGE.final_object_json(ChatDialect(), done) is None  # not a kept stream
+
+
+def test_one_dialects_stored_answer_is_not_found_on_the_others_paths(proxy: str) -> None:
+    """One store keeps every dialect's answers: a response is no chat completion, and the
+    other way round, for retrieval and deletion alike."""
+    with _client(proxy) as client:
+        completion = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "a completion"}], store=True
+        )
+        response = client.responses.create(model="m", input="a response")  # stored by default
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.retrieve(response.id)
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.delete(response.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(completion.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.delete(completion.id)
+        assert client.chat.completions.retrieve(completion.id).id == completion.id
+        assert client.responses.retrieve(response.id).id == response.id
