@@ -1,9 +1,9 @@
 """A request's answer kept in the response store (decision P12), on the native path: a stored
-conversation continued before preparation (:class:`Chain`), the answer stored under an id
-of ours (:class:`Keep`: from its start, or once it ended, as its dialect keeps it), a ``background`` request started in the store
-(:func:`start_background`), and the paths of stored answers (:func:`stored_route`). The store's
-own protocol is :mod:`aiostream_synth._serving.background` and
-:mod:`aiostream_synth._serving.chains`."""
+conversation continued before preparation (:class:`Chain`), the answer stored under an id of
+ours (:class:`Keep`: from its start, or once it ended, as its dialect keeps it), a
+``background`` request started in the store (:func:`start_background`), and the paths of
+stored answers (:func:`stored_route`). The store's own protocol is
+:mod:`aiostream_synth._serving.background` and :mod:`aiostream_synth._serving.chains`."""
 
 from __future__ import annotations
 

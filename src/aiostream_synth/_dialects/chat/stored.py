@@ -33,7 +33,7 @@ from aiostream_synth._wire.ids import random_hex
 from aiostream_synth._wire.sse import DONE_FRAME
 from aiostream_synth._wire.usage import wire_chat_usage
 
-__all__ = ["CHAT_STORAGE", "ChatStorage"]
+__all__ = ["CHAT_STORAGE", "ChatStorage", "KeptChatDialect", "KeptChatStream"]
 
 
 class KeptChatDialect:
