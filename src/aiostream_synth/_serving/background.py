@@ -1016,10 +1016,8 @@ class BackgroundResponses:
         live = self._live.get(response_id)
         stored = None
         params = urllib.parse.parse_qs(query.decode("latin-1"))
-        streamed = storage.has_background and params.get("stream", ["false"])[-1].lower() in (
-            "true",
-            "1",
-        )
+        asked = params.get("stream", ["false"])[-1].lower() in ("true", "1")
+        streamed = asked and storage.has_background  # no events kept without background mode
         raw_after = params.get("starting_after", ["-1"])[-1]
         # A stream's events are read with the response (None: not a stream, or refused below).
         try:

@@ -33,8 +33,8 @@ __all__ = ["Chain", "Keep", "start_background", "stored_route"]
 
 class Keep:
     """A request whose answer is to be stored (decision P12): its body with its chain put in
-    front (until prepared), the whole input (until stored), the id it is stored under, and the
-    final write of its stream (which carries the response)."""
+    front (until prepared), the whole input (until stored), the id it is stored under, the
+    stream's dialect and its final write (from which the dialect says what to keep)."""
 
     __slots__ = (
         "background",
