@@ -75,32 +75,35 @@ def _json(value: object) -> bytes:
     return value if isinstance(value, bytes) else orjson.dumps(value)
 
 
-#: Several responses' writes in one call. KEYS: the keepalive numbers' hash, then each
-#: response's hash and stream; ARGV: the TTL, the length of a response hash's key before its
-#: id, then per response one string (:func:`_packed`: the client pays per argument,
-#: benchmarks/COSTS.md): its field count, run count, whether to renew both keys' TTL and
-#: whether it ended (its keepalive number then removed), then its fields (one HSET) and its
-#: runs (first number, entry id, frames: one XADD each), each string preceded by its length.
+#: Several responses' writes in one call. KEYS: the keepalive numbers' hash; ARGV: the TTL, the
+#: prefixes of a response's hash and stream keys, then every response's part in one string
+#: (:func:`_packed`: the client pays per argument, a key included, benchmarks/COSTS.md): its id,
+#: its field count, run count, whether to renew both keys' TTL and whether it ended (its
+#: keepalive number then removed), then its fields (one HSET) and its runs (first number, entry
+#: id, frames: one XADD each), each string preceded by its length. Its keys are made here from
+#: the id (so a Redis Cluster, whose scripts must declare their keys, cannot hold this store; a
+#: flush's responses lie in many slots anyway).
 _WRITE_SCRIPT = """
-local ttl, cut = ARGV[1], tonumber(ARGV[2])
-for k = 2, #KEYS, 2 do
-  local record, stream = KEYS[k], KEYS[k + 1]
-  local part = ARGV[k / 2 + 2]
+local ttl, records, streams, parts = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local at = 1
+while at <= #parts do
+  local id, fields, runs, renew, ended
+  id, fields, runs, renew, ended, at = struct.unpack('>I4c0I4I4BB', parts, at)
+  local record, stream = records .. id, streams .. id
   -- A response another process ended (abandoned) takes no more writes.
   local open = redis.call('HGET', record, 'done') ~= '1'
-  local fields, runs, renew, ended, at = struct.unpack('>I4I4BB', part)
-  if ended == 1 then redis.call('HDEL', KEYS[1], string.sub(record, cut + 1)) end
+  if ended == 1 then redis.call('HDEL', KEYS[1], id) end
   if fields > 0 then
     local hash = {}
     for i = 1, 2 * fields do
-      hash[i], at = struct.unpack('>I4c0', part, at)
+      hash[i], at = struct.unpack('>I4c0', parts, at)
     end
     if open then redis.call('HSET', record, unpack(hash)) end
   end
   for r = 1, runs do
-    local first, id, frames
-    first, id, frames, at = struct.unpack('>I4c0I4c0I4c0', part, at)
-    if open then redis.call('XADD', stream, id, 'a', first, 'f', frames) end
+    local first, entry, frames
+    first, entry, frames, at = struct.unpack('>I4c0I4c0I4c0', parts, at)
+    if open then redis.call('XADD', stream, entry, 'a', first, 'f', frames) end
   end
   if renew == 1 then
     redis.call('EXPIRE', record, ttl)
@@ -112,19 +115,22 @@ return 0
 
 _COUNTS = struct.Struct(">IIBB").pack
 _LENGTH = struct.Struct(">I").pack
-#: A part that only renews a response's TTL (no fields, no runs).
+#: What follows a response's id in a part that only renews its TTL (no fields, no runs).
 _RENEWAL = _COUNTS(0, 0, 1, 0)
 
 
 def _packed(
+    parts: list[bytes],
+    response_id: bytes,
     fields: Mapping[str, bytes],
     runs: Sequence[tuple[int, int, list[bytes]]],
     renew: bool,
     ended: bool,
-) -> bytes:
-    """One response's part of :data:`_WRITE_SCRIPT`'s call, in one string (a run's frames
-    joined there, not before)."""
-    parts = [_COUNTS(len(fields), len(runs), renew, ended)]
+) -> None:
+    """One response's part of :data:`_WRITE_SCRIPT`'s call, onto ``parts`` (joined once for
+    the whole call; a run's frames joined there, not before)."""
+    parts += (_LENGTH(len(response_id)), response_id)
+    parts.append(_COUNTS(len(fields), len(runs), renew, ended))
     for name, value in fields.items():
         key = name.encode()
         parts += (_LENGTH(len(key)), key, _LENGTH(len(value)), value)
@@ -133,7 +139,6 @@ def _packed(
         parts += (_LENGTH(len(number)), number, _LENGTH(len(entry)), entry)
         parts.append(_LENGTH(sum(map(len, frames))))
         parts += frames
-    return b"".join(parts)
 
 
 #: The latest keepalive numbers of waiting responses, into one hash. KEYS: the hash; ARGV: the
@@ -289,9 +294,9 @@ class RedisStore:
         self.prefix = prefix
         self._ttl = max(1, round(ttl_s))
         self._progress_key = f"{prefix}progress"
-        #: The length of a response hash's key before its id (the write script takes the id
-        #: from the key: no argument more per response).
-        self._record_cut = len(self._keys("")[0])
+        #: The prefixes of a response's keys, to which the write script adds its id (no key
+        #: argument per response: the client pays per argument).
+        self._key_prefixes = self._keys("")
         self._cancel_channel = f"{prefix}cancel"
         #: When each waiting response of this process next has its TTL renewed by a keepalive.
         self._renew_at: dict[str, float] = {}
@@ -525,19 +530,25 @@ class RedisStore:
     ) -> None:
         # Every response's write is one part of a single script call (a command costs the
         # client ~20 µs of CPU, an argument ~1 µs), beside one call for the keepalive numbers.
-        keys: list[str] = [self._progress_key]  # then each response's two keys
-        args: list[bytes | int] = [self._ttl, self._record_cut]  # then a part each (_packed)
+        parts: list[bytes] = []  # each response's part (_packed), joined into one argument
         progress: dict[str, int] = dict(keepalives) if keepalives else {}
         now = self._clock()
         if progress and now >= self._renew_from:
-            self._renewals(keys, args, progress, now)
+            self._renewals(parts, progress, now)
         for response_id, write in writes.items():
-            self._write(keys, args, response_id, write, progress, now)
+            self._write(parts, response_id, write, progress, now)
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    if len(keys) > 1:
-                        pipe.eval(_WRITE_SCRIPT, keys, args)
+                    if parts:
+                        records, streams = self._key_prefixes
+                        args: list[bytes | str | int] = [
+                            self._ttl,
+                            records,
+                            streams,
+                            b"".join(parts),
+                        ]
+                        pipe.eval(_WRITE_SCRIPT, [self._progress_key], args)
                     if progress:
                         packed = " ".join(f"{key} {number}" for key, number in progress.items())
                         if packed.count(" ") == 2 * len(progress) - 1:
@@ -548,24 +559,21 @@ class RedisStore:
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
 
-    def _renewals(
-        self, keys: list[str], args: list[bytes | int], numbers: Mapping[str, int], now: float
-    ) -> None:
+    def _renewals(self, parts: list[bytes], numbers: Mapping[str, int], now: float) -> None:
         """The parts of the script call renewing the TTL of the waiting responses among
         ``numbers`` that are due (no fields, no runs: only both keys' TTL)."""
         renew_at = self._renew_at
         later = now + self._ttl * _RENEW_FRACTION
         for response_id in numbers:
             if now >= renew_at.get(response_id, now):
-                keys.extend(self._keys(response_id))
-                args.append(_RENEWAL)
+                key = response_id.encode()
+                parts += (_LENGTH(len(key)), key, _RENEWAL)
                 renew_at[response_id] = later
         self._renew_from = min(renew_at.values(), default=later)
 
     def _write(
         self,
-        keys: list[str],
-        args: list[bytes | int],
+        parts: list[bytes],
         response_id: str,
         write: Write,
         progress: dict[str, int],
@@ -573,7 +581,6 @@ class RedisStore:
     ) -> None:
         """One response's part of the script call (see :data:`_WRITE_SCRIPT`); its latest
         keepalive number into ``progress`` (out of it when it ended: the script removes it)."""
-        keys.extend(self._keys(response_id))
         # The creation and what the write changes in one HSET: a creation's id is new (the
         # dialect's random id), so nothing is there to delete first.
         creation = write.creation
@@ -592,7 +599,7 @@ class RedisStore:
         elif write.last > (write.events[-1][0] if write.events else -1):
             progress[response_id] = write.last
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
-        args.append(_packed(fields, runs, renew, write.done))
+        _packed(parts, response_id.encode(), fields, runs, renew, write.done)
         if renew and not write.done:
             later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
             self._renew_from = min(self._renew_from, later)
