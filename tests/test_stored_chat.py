@@ -217,8 +217,8 @@ def test_a_stored_completion_is_the_creators_and_is_deleted(proxy: str) -> None:
 
 
 def test_what_chat_completions_does_not_have_is_refused_by_name(proxy: str) -> None:
-    """No cancel, no replayed events (a ``stream`` query is not one of the API's), no listing
-    of its messages, no update: each a clear 4xx in OpenAI's error shape."""
+    """No cancel, no replayed events (a ``stream`` query is not one of the API's), no update,
+    no writing to its messages: each a clear 4xx in OpenAI's error shape."""
     with _client(proxy) as client:
         created = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "as is"}], store=True
@@ -230,7 +230,8 @@ def test_what_chat_completions_does_not_have_is_refused_by_name(proxy: str) -> N
     assert streamed.json()["id"] == created.id  # the object, not events
     for method, path, status in (
         ("POST", f"{base}/cancel", 404),
-        ("GET", f"{base}/messages", 404),
+        ("POST", f"{base}/messages", 405),
+        ("GET", f"{base}/choices", 404),
         ("POST", base, 405),
     ):
         answer = httpx.request(method, path, headers=headers, json={})

@@ -307,6 +307,23 @@ class Storage(Protocol):
         dialect's answers: another's is not found on this dialect's paths)."""
         ...
 
+    @property
+    def items_action(self) -> str:
+        """The path segment after ``{path}/{id}/`` that lists what a stored answer was made
+        from, a page at a time (``"input_items"``)."""
+        ...
+
+    @property
+    def items_order(self) -> Literal["asc", "desc"]:
+        """That list's order when the request names none."""
+        ...
+
+    def listed_items(self, stored_input: list[Any], response_id: str) -> list[dict[str, Any]]:
+        """A stored answer's kept input as that list's items, in the conversation's order,
+        each with an ``id`` (one made from ``response_id`` and its place where it had none,
+        the same on every read: the pages' cursors are ids)."""
+        ...
+
     def stored_dialect(
         self,
         prepared: PreparedRequest,

@@ -47,6 +47,7 @@ from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_json
 from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
+from aiostream_synth._serving.pages import page
 from aiostream_synth._serving.pipeline import DisconnectHook, StreamSettings
 from aiostream_synth._serving.respond import write_until_disconnect
 from aiostream_synth._store.base import (
@@ -58,7 +59,7 @@ from aiostream_synth._store.base import (
     Write,
     with_keepalives,
 )
-from aiostream_synth._wire.errors import BackendError, StreamAborted
+from aiostream_synth._wire.errors import BackendError, RequestError, StreamAborted
 from aiostream_synth._wire.failures import Failure, classify_failure, log_internal
 from aiostream_synth._wire.sse import split_frames
 
@@ -1000,8 +1001,9 @@ class BackgroundResponses:
         """``GET {path}/{id}`` (``?stream=true&starting_after=N``), ``POST {path}/{id}/cancel``,
         ``DELETE {path}/{id}`` (a dialect without background mode: only ``GET``, without
         ``stream``, and ``DELETE``)."""
-        allowed = "POST" if action == "cancel" else "GET, DELETE"
-        actions = ("", "cancel") if storage.has_background else ("",)
+        items = action == storage.items_action
+        allowed = "POST" if action == "cancel" else "GET" if items else "GET, DELETE"
+        actions = ("", storage.items_action, *(("cancel",) if storage.has_background else ()))
         if action not in actions or method not in allowed.split(", "):
             status = 404 if action not in actions else 405
             error = spec.error_response(
@@ -1013,6 +1015,9 @@ class BackgroundResponses:
             await _send_error(send, error, [(b"allow", allowed.encode())] if status == 405 else [])
             return
         owner = owner_of(headers)
+        if items:
+            await self._list_items(spec, storage, response_id, query, owner, send)
+            return
         live = self._live.get(response_id)
         stored = None
         params = urllib.parse.parse_qs(query.decode("latin-1"))
@@ -1134,6 +1139,54 @@ class BackgroundResponses:
             )
             return
         await self._follow(storage, live, response_id, after, receive, send, [], first)
+
+    async def _list_items(
+        self,
+        spec: DialectSpec,
+        storage: Storage,
+        response_id: str,
+        query: bytes,
+        owner: str,
+        send: Send,
+    ) -> None:
+        """``GET {path}/{id}/{storage.items_action}``: a page of what a stored answer was made
+        from (:mod:`aiostream_synth._serving.pages`)."""
+        if response_id in self._unstored:
+            error = spec.error_response(
+                503,
+                f"{storage.noun} '{response_id}' cannot be listed: the response store failed "
+                "while it was generated.",
+                code="store_unavailable",
+            )
+            await _send_error(send, error)
+            return
+        await self._until_written(response_id)  # its creation (with its input) may be queued
+        try:
+            stored = await self.store.get(response_id)
+        except StoreUnavailable as exc:
+            await self._store_failed(spec, send, "store read failed: %s", exc)
+            return
+        if stored is None or stored.owner != owner or not storage.holds(stored.object):
+            await _send_error(
+                send,
+                spec.error_response(
+                    404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
+                ),
+            )
+            return
+        listed = storage.listed_items(stored.input or [], response_id)
+        try:
+            answer = page(listed, query, storage.items_order)
+        except RequestError as exc:
+            error = exc.body["error"]
+            await _send_error(
+                send,
+                spec.error_response(
+                    exc.status_code, error["message"], code=error["code"], param=error["param"]
+                ),
+            )
+            return
+        await send_json(send, 200, answer)
 
     async def _store_failed(
         self, spec: DialectSpec, send: Send, what: str, exc: StoreUnavailable

@@ -240,7 +240,8 @@ def stored_route(
     routes: Mapping[str, DialectSpec], path: str
 ) -> tuple[DialectSpec, Storage, str, str] | None:
     """``{dialect path}/{id}[/{action}]`` of a dialect that stores its answers: the dialect,
-    its storage, the id and the action (``""`` or ``"cancel"``); None for any other path."""
+    its storage, the id and the action (``""``, or the segment after the id: ``"cancel"``,
+    ``"input_items"``); None for any other path."""
     head, _, tail = path.rpartition("/")
     for prefix, action in ((head, tail), (path, "")):
         base, _, response_id = prefix.rpartition("/")

@@ -6,15 +6,15 @@ the credentials that created it. A streamed one is kept once its stream has ende
 answer, under an id of ours that every chunk carries; the object kept is the completion as a
 non-streaming request would have got it (``object: "chat.completion"``, its usage's counters
 complete). A non-streaming one is kept under the backend's own id. The API has no background
-mode, no cancel and no continuation (the client sends the whole conversation each turn), and
-the listing, the stored messages and the metadata update of upstream's stored completions are
-not served.
+mode, no cancel and no continuation (the client sends the whole conversation each turn). A
+stored completion's messages are listed (``GET /v1/chat/completions/{id}/messages``);
+upstream's listing of completions and its metadata update are not served.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -127,6 +127,33 @@ class ChatStorage:
     def holds(self, obj: dict[str, Any]) -> bool:
         # A backend's own object may lack the field.
         return obj.get("object", "chat.completion") in ("chat.completion",)
+
+    @property
+    def items_action(self) -> str:
+        return "messages"
+
+    @property
+    def items_order(self) -> Literal["asc", "desc"]:
+        return "asc"  # upstream's default: the conversation's order
+
+    def listed_items(self, stored_input: list[Any], response_id: str) -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = []
+        for place, message in enumerate(stored_input):
+            if not isinstance(message, dict):  # (validated messages hold none)
+                continue
+            shown = {**message, "id": f"{response_id}-{place}"}
+            content = message.get("content")
+            if isinstance(content, list):
+                # Upstream's stored message: its text as content, its parts beside it.
+                texts = [
+                    part["text"]
+                    for part in content
+                    if isinstance(part, dict) and isinstance(part.get("text"), str)
+                ]
+                shown["content"] = "".join(texts) if texts else None
+                shown["content_parts"] = content
+            listed.append(shown)
+        return listed
 
     def stored_dialect(
         self,

@@ -14,12 +14,13 @@ response has status ``failed`` and a ``server_error``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from aiostream_synth._dialects.base import DialectSettings, StoredEvent, StreamDialect
 from aiostream_synth._dialects.prepared import PreparedRequest
+from aiostream_synth._dialects.responses.input_items import listed_input_items
 from aiostream_synth._dialects.responses.namespaces import namespace_map
 from aiostream_synth._dialects.responses.options import ResponsesOptions
 from aiostream_synth._dialects.responses.stream import ResponsesDialect
@@ -153,6 +154,17 @@ class ResponsesStorage:
     def abandoned_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
         payload = {"type": "response.failed", "response": obj, "sequence_number": sequence_start}
         return [event_frame("response.failed", payload)]
+
+    @property
+    def items_action(self) -> str:
+        return "input_items"
+
+    @property
+    def items_order(self) -> Literal["asc", "desc"]:
+        return "desc"  # upstream's default: the latest item first
+
+    def listed_items(self, stored_input: list[Any], response_id: str) -> list[dict[str, Any]]:
+        return listed_input_items(stored_input, response_id)
 
     def stores(self, body: dict[str, Any]) -> bool:
         return body.get("store") is not False  # stored by default, as upstream
