@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -122,14 +123,27 @@ async def test_many_responses_written_in_one_call_read_back_byte_for_byte(
     """One call carrying many responses' writes (on Redis each response's part is one string
     the script takes apart): every frame, field and object reads back exactly, whatever its
     bytes (NUL, bytes that are not UTF-8, a frame of 200 KB), in one run or in runs broken by
-    numbers kept elsewhere (keepalives), and a response's end."""
+    numbers kept elsewhere (keepalives), and a response's end: its object given apart from
+    its events, or carried by its terminal event (on Redis then sent once, in the frames)."""
     odd = b'event: e\ndata: {"x":"\x00\xff\xfe\x80"}\n\n'
     big = b'event: e\ndata: {"x":"' + b"\x01y" * 100_000 + b'"}\n\n'
     writes = {}
     last = {k: 3 if k % 3 == 0 else 5 for k in range(30)}  # C's number: one run, or two
+    ends = {}  # each response's last frame
     for k in range(30):
-        events = [(0, A), (1, odd), (2, big if k % 7 == 0 else B), (last[k], C)]
-        obj = {"id": f"r{k}", "status": "completed", "text": "\u00e9\U0001f600\x00"}
+        obj: dict[str, Any] | bytes = {
+            "id": f"r{k}",
+            "status": "completed",
+            "text": "\u00e9\U0001f600\x00",
+        }
+        ends[k] = C
+        if k % 4 == 1:  # a terminal event carrying the object, given as bytes (as the writer)
+            obj = orjson.dumps(obj)
+            ends[k] = b'event: done\ndata: {"response":%b,"sequence_number":%d}\n\n' % (
+                obj,
+                last[k],
+            )
+        events = [(0, A), (1, odd), (2, big if k % 7 == 0 else B), (last[k], ends[k])]
         creation = Creation(f"owner {k}", {"id": f"r{k}"}, [{"content": "\x00"}], background=True)
         writes[f"r{k}"] = Write(
             creation, events, obj, done=k % 2 == 0, keepalive=TEMPLATE, last=last[k]
@@ -144,9 +158,11 @@ async def test_many_responses_written_in_one_call_read_back_byte_for_byte(
             k % 2 == 0,
             last[k],
         )
-        assert stored.object == writes[f"r{k}"].object
+        written = writes[f"r{k}"].object
+        assert stored.object == (orjson.loads(written) if isinstance(written, bytes) else written)
         kept = [(n, keepalive(n)) for n in range(3, last[k])]  # between the two runs
-        assert events == [(0, A), (1, odd), (2, big if k % 7 == 0 else B), *kept, (last[k], C)]
+        middle = big if k % 7 == 0 else B
+        assert events == [(0, A), (1, odd), (2, middle), *kept, (last[k], ends[k])]
         got = await store.get(f"r{k}")
         assert got is not None
         assert got.input == [{"content": "\x00"}]
