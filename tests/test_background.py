@@ -39,12 +39,6 @@ CLIENTS = pathlib.Path(__file__).parent / "clients"
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
 
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
-
-
 @pytest.fixture(
     params=[
         ("uvicorn", "memory"),

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from aiostream_synth._proxy.cli import _parser, config_from_args
 
 from .support.cli_server import serve_cli
 from .support.fake_upstream import FakeUpstream
-from .support.redis_server import redis_server
 from .support.servers import free_port, serve
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
@@ -83,12 +81,6 @@ def _manifests() -> dict[str, dict[str, Any]]:
         for document in yaml.safe_load_all(path.read_text()):
             objects[f"{document['kind']}/{document['metadata']['name']}"] = document
     return objects
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
 
 
 def test_the_kubernetes_manifests_hang_together() -> None:

@@ -26,16 +26,9 @@ from .support.cli_server import serve_cli
 from .support.fake_upstream import FakeUpstream
 from .support.haproxy import haproxy
 from .support.properties import property_settings
-from .support.redis_server import redis_server
 from .support.servers import serve
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
 
 
 @pytest.fixture

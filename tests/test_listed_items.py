@@ -22,7 +22,6 @@ from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._serving.pages import MAX_LIMIT, page
 from aiostream_synth._wire.errors import RequestError
 
-from .support.redis_server import redis_server
 from .support.servers import serve
 
 RESPONSE_ITEM: TypeAdapter[Any] = TypeAdapter(ResponseItem)
@@ -143,12 +142,6 @@ def test_chat_messages_are_listed_with_their_parts() -> None:
 
 
 # -- over HTTP, through the SDK ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
 
 
 @pytest.fixture(

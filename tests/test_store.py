@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import tracemalloc
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -28,7 +28,6 @@ from aiostream_synth._store.redis import RedisStore
 from aiostream_synth._wire.json import dumps_exact
 
 from .support.properties import property_settings
-from .support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -47,12 +46,6 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Both loops on real clocks: a Redis server answers in real time (trio's autojumping
     MockClock would expire every network deadline at once)."""
     return str(request.param)
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
 
 
 @pytest.fixture(params=["memory", "redis"])

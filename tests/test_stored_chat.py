@@ -18,11 +18,12 @@ from openai.types.chat import ChatCompletion, ChatCompletionDeleted
 from aiostream_synth._dialects.chat.stored import CHAT_STORAGE, KeptChatDialect
 from aiostream_synth._dialects.chat.stream import ChatDialect
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
+from aiostream_synth._proxy.embedded import EmbeddedBackend
+from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 from aiostream_synth._wire.failures import Failure
 
-from .support.redis_server import redis_server
 from .support.servers import serve
 
 TOOLS: list[Any] = [
@@ -34,12 +35,6 @@ TOOLS: list[Any] = [
         },
     }
 ]
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as (url, _):
-        yield url
 
 
 @pytest.fixture(
@@ -143,7 +138,9 @@ def test_a_streamed_completion_is_stored_as_its_chunks_built_it(proxy: str, usag
     assert got == expected
 
 
-def test_a_completion_that_is_not_streamed_is_stored_under_its_own_id(proxy: str) -> None:
+def test_a_completion_that_is_not_streamed_is_stored_under_the_id_it_answers_with(
+    proxy: str,
+) -> None:
     with _client(proxy) as client:
         created = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "whole"}], store=True
@@ -151,6 +148,62 @@ def test_a_completion_that_is_not_streamed_is_stored_under_its_own_id(proxy: str
         retrieved = client.chat.completions.retrieve(created.id)
     assert _wire(retrieved) == _wire(created)
     assert _retrieved(proxy, created.id)["choices"][0]["message"]["content"] == "whole"
+
+
+async def _repeating(call: BackendCall) -> Any:
+    """The embedded model with one id for every answer, as some local servers (a few hundred
+    ids drawn at random, or a constant one)."""
+    result = await EmbeddedBackend()(call)
+    result["id"] = "resp_same" if call.dialect == "responses" else "chatcmpl-same"
+    return result
+
+
+@pytest.fixture(params=[("uvicorn", "memory"), ("hypercorn-trio", "redis")], ids="-".join)
+def repeating(request: pytest.FixtureRequest) -> Iterator[str]:
+    server, store = request.param
+    url = request.getfixturevalue("redis_url") if store == "redis" else "memory"
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=url), backend=_repeating)
+    with serve(app, server, lifespan=True) as base:
+        yield base
+
+
+def test_a_backend_repeating_its_ids_never_replaces_a_kept_answer(repeating: str) -> None:
+    """Two keys, two answers each, every answer with the backend's one id: each is kept under
+    an id of ours, which it answers with, and is its creator's alone to read."""
+    answers: dict[str, list[tuple[str, str]]] = {}
+    for key in ("a", "b"):
+        with _client(repeating, key) as client:
+            kept = []
+            for text in ("first", "second"):
+                chat = client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": f"{key} {text}"}], store=True
+                )
+                response = client.responses.create(model="m", input=f"{key} {text}")
+                kept += [(chat.id, f"{key} {text}"), (response.id, f"{key} {text}")]
+            answers[key] = kept
+    ids = [answer_id for kept in answers.values() for answer_id, _ in kept]
+    assert len(set(ids)) == 8
+    assert "chatcmpl-same" not in ids
+    assert "resp_same" not in ids
+    for key, kept in answers.items():
+        with _client(repeating, key) as client:
+            for answer_id, text in kept:
+                if answer_id.startswith("resp_"):
+                    assert client.responses.retrieve(answer_id).output_text == text
+                else:
+                    completion = client.chat.completions.retrieve(answer_id)
+                    assert completion.choices[0].message.content == text
+        other = "b" if key == "a" else "a"
+        with _client(repeating, other) as client, pytest.raises(openai.NotFoundError):
+            client.chat.completions.retrieve(kept[0][0])
+    # A continuation finds the right conversation under the id it was answered with.
+    with _client(repeating, "a") as client:
+        follow = client.responses.create(
+            model="m", input="again", previous_response_id=answers["a"][1][0]
+        )
+        listed = client.responses.input_items.list(follow.id, order="asc")
+    texts = [part.text for item in listed.data for part in getattr(item, "content", [])]
+    assert texts == ["a first", "a first", "again"]
 
 
 @pytest.mark.parametrize("store", [None, False])

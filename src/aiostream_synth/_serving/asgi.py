@@ -131,6 +131,8 @@ async def handle_request(
         return
     if not prepared.stream:
         answer = await run_backend_once(spec, prepared, backend, settings, headers, coalescer)
+        if keep is not None:
+            answer = keep.own_id(answer)
         await send_answer(send, answer, extra)
         if keep is not None and answer.status_code == 200:
             await keep.result(answer.body)

@@ -76,8 +76,9 @@ async def keep_finished(
     owner: str,
     input_items: list[Any] | None,
 ) -> bool:
-    """Store a finished non-streaming answer under its own id, for retrieval and
-    continuation; a store failure is logged (False), the answer already sent."""
+    """Store a finished non-streaming answer under the id it carries (one of ours), for
+    retrieval and continuation; a store failure is logged (False), the answer already
+    sent."""
     response_id = result.get("id")
     if not isinstance(response_id, str):
         return True

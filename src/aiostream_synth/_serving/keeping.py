@@ -8,9 +8,10 @@ stored answers (:func:`stored_route`). The store's own protocol is
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from aiostream_synth._dialects.base import DialectSpec, Storage, StreamDialect
+from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamDialect
 from aiostream_synth._dialects.prepared import PreparedRequest, parse_json_body
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_answer
@@ -87,11 +88,17 @@ class Keep:
             raise RuntimeError("the body of a kept request was taken already")
         return body
 
+    def own_id(self, answer: ErrorResponse) -> ErrorResponse:
+        """A non-streaming answer to keep, under an id of ours, which its client gets as
+        well: a backend's ids may repeat (a local server may draw them from a few hundred),
+        and a kept answer must never replace another one, another key's least of all."""
+        if answer.status_code != 200 or "id" not in answer.body:
+            return answer
+        return replace(answer, body={**answer.body, "id": self.storage.new_id()})
+
     async def result(self, result: dict[str, Any]) -> None:
-        """A non-streaming answer: stored under its own id."""
+        """A non-streaming answer (its id ours, :meth:`own_id`): stored under that id."""
         background = self.background
-        # Directly: its id is the backend's, which may repeat one kept before (a creation
-        # through the writer would not replace that record, as this does).
         if not await keep_finished(background.store, result, self.owner, self.input_items):
             background.store_failures += 1
 

@@ -5,10 +5,11 @@ and is then retrieved whole (``GET /v1/chat/completions/{id}``) or deleted (``DE
 the credentials that created it. A streamed one is kept once its stream has ended with its
 answer, under an id of ours that every chunk carries; the object kept is the completion as a
 non-streaming request would have got it (``object: "chat.completion"``, its usage's counters
-complete). A non-streaming one is kept under the backend's own id. The API has no background
-mode, no cancel and no continuation (the client sends the whole conversation each turn). A
-stored completion's messages are listed (``GET /v1/chat/completions/{id}/messages``);
-upstream's listing of completions and its metadata update are not served.
+complete). A non-streaming one is kept under an id of ours too, which its answer carries
+(a backend's ids may repeat). The API has no background mode, no cancel and no continuation
+(the client sends the whole conversation each turn). A stored completion's messages are
+listed (``GET /v1/chat/completions/{id}/messages``); upstream's listing of completions and
+its metadata update are not served.
 """
 
 from __future__ import annotations
