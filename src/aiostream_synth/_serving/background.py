@@ -1000,7 +1000,8 @@ class BackgroundResponses:
     ) -> None:
         """``GET {path}/{id}`` (``?stream=true&starting_after=N``), ``POST {path}/{id}/cancel``,
         ``DELETE {path}/{id}`` (a dialect without background mode: only ``GET``, without
-        ``stream``, and ``DELETE``)."""
+        ``stream``, and ``DELETE``), and ``GET {path}/{id}/{items_action}``, a page of what it
+        was made from (:meth:`Storage.listed_items`)."""
         items = action == storage.items_action
         allowed = "POST" if action == "cancel" else "GET" if items else "GET, DELETE"
         actions = ("", storage.items_action, *(("cancel",) if storage.has_background else ()))
