@@ -867,6 +867,7 @@ async def test_a_401_on_a_dialect_path_is_in_that_dialects_shape() -> None:
         ("DELETE", "/v1/models", "GET"),
         ("GET", "/v1/responses", "POST"),
         ("GET", "/v1/messages", "POST"),
+        ("DELETE", "/v1/chat/completions", "GET, POST"),  # GET: the stored completions
     ],
 )
 async def test_a_405_says_which_method_is_allowed(method: str, path: str, allow: str) -> None:

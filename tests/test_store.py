@@ -161,6 +161,51 @@ async def test_many_responses_written_in_one_call_read_back_byte_for_byte(
         assert got.input == [{"content": "\x00"}]
 
 
+async def test_an_owners_list_holds_its_answers_by_their_place_while_they_are_kept(
+    store: ResponseStore,
+) -> None:
+    """A list of an owner's answers (stored chat completions): by the place each was given
+    (not by when its creation was written), each owner's own, without those deleted, and
+    an answer's object replaced in place."""
+    await store.create("c2", "ann", {"id": "c2"}, listed_in="chat", listed_at=2.0)
+    await store.create("c1", "ann", {"id": "c1"}, listed_in="chat", listed_at=1.0)
+    await store.append_many(
+        {"c3": Write(Creation("ann", {"id": "c3"}, listed_in="chat", listed_at=3.0), [])}
+    )
+    await store.create("b1", "bob", {"id": "b1"}, listed_in="chat", listed_at=1.5)
+    await store.create("r1", "ann", {"id": "r1"})  # in no list
+    await store.create("o1", "ann", {"id": "o1"}, listed_in="other", listed_at=0.5)
+    assert await store.listed("chat", "ann") == ["c1", "c2", "c3"]
+    assert await store.listed("chat", "bob") == ["b1"]
+    assert await store.listed("other", "ann") == ["o1"]
+    assert await store.listed("chat", "nobody") == []
+    assert await store.delete("c2")
+    assert await store.listed("chat", "ann") == ["c1", "c3"]
+    assert await store.replace_object("c3", {"id": "c3", "metadata": {"k": "v"}})
+    got = await store.get("c3")
+    assert got is not None
+    assert got.object == {"id": "c3", "metadata": {"k": "v"}}
+    assert not await store.replace_object("c2", {"id": "c2"})
+    for gone in ("c1", "c3", "b1", "o1"):
+        await store.delete(gone)
+    assert await store.listed("chat", "ann") == []
+    if isinstance(store, MemoryStore):
+        assert store._lists == {}  # a list holds nothing of what left the store
+
+
+async def test_a_memory_list_forgets_what_expires_or_is_evicted() -> None:
+    now = [0.0]
+    store = MemoryStore(max_bytes=4500, ttl_s=10, clock=lambda: now[0])  # two entries
+    await store.create("old", "ann", {"id": "old"}, listed_in="chat", listed_at=1.0)
+    now[0] = 20.0  # "old" expired
+    await store.create("a", "ann", {"id": "a", "pad": "x" * 1500}, listed_in="chat")
+    await store.create("b", "ann", {"id": "b", "pad": "x" * 1500}, listed_in="chat")
+    await store.create("c", "ann", {"id": "c", "pad": "x" * 1500}, listed_in="chat")  # evicts a
+    assert await store.listed("chat", "ann") == ["b", "c"]
+    assert store._lists == {("chat", "ann"): store._lists["chat", "ann"]}
+    assert set(store._lists["chat", "ann"]) == {"b", "c"}
+
+
 async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(
     store: ResponseStore,
 ) -> None:

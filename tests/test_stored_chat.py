@@ -5,6 +5,7 @@ asyncio (uvicorn) and on trio (hypercorn), on the memory store and on Redis."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,6 +134,7 @@ def test_a_streamed_completion_is_stored_as_its_chunks_built_it(proxy: str, usag
         del call["index"]
     got = _wire(retrieved)
     assert got.pop("object") == "chat.completion"
+    assert got.pop("metadata") == {}  # the request's, kept beside the answer
     assert got.pop("usage")["total_tokens"] > 0
     expected.pop("usage", None)
     assert got == expected
@@ -146,7 +148,9 @@ def test_a_completion_that_is_not_streamed_is_stored_under_the_id_it_answers_wit
             model="m", messages=[{"role": "user", "content": "whole"}], store=True
         )
         retrieved = client.chat.completions.retrieve(created.id)
-    assert _wire(retrieved) == _wire(created)
+    kept = _wire(retrieved)
+    assert kept.pop("metadata") == {}  # the request's, kept beside the answer
+    assert kept == _wire(created)
     assert _retrieved(proxy, created.id)["choices"][0]["message"]["content"] == "whole"
 
 
@@ -270,8 +274,8 @@ def test_a_stored_completion_is_the_creators_and_is_deleted(proxy: str) -> None:
 
 
 def test_what_chat_completions_does_not_have_is_refused_by_name(proxy: str) -> None:
-    """No cancel, no replayed events (a ``stream`` query is not one of the API's), no update,
-    no writing to its messages: each a clear 4xx in OpenAI's error shape."""
+    """No cancel, no replayed events (a ``stream`` query is not one of the API's), no writing
+    to its messages: each a clear 4xx in OpenAI's error shape."""
     with _client(proxy) as client:
         created = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "as is"}], store=True
@@ -285,7 +289,7 @@ def test_what_chat_completions_does_not_have_is_refused_by_name(proxy: str) -> N
         ("POST", f"{base}/cancel", 404),
         ("POST", f"{base}/messages", 405),
         ("GET", f"{base}/choices", 404),
-        ("POST", base, 405),
+        ("PUT", base, 405),
     ):
         answer = httpx.request(method, path, headers=headers, json={})
         assert answer.status_code == status, (method, path, answer.text)
@@ -337,3 +341,94 @@ def test_one_dialects_stored_answer_is_not_found_on_the_others_paths(proxy: str)
             client.responses.delete(completion.id)
         assert client.chat.completions.retrieve(completion.id).id == completion.id
         assert client.responses.retrieve(response.id).id == response.id
+
+
+def _streamed(client: openai.OpenAI, text: str, **extra: Any) -> str:
+    with client.chat.completions.stream(
+        model=extra.pop("model", "m"),
+        messages=[{"role": "user", "content": text}],
+        store=True,
+        **extra,
+    ) as stream:
+        return stream.get_final_completion().id
+
+
+def test_a_keys_stored_completions_are_listed_page_by_page(proxy: str) -> None:
+    """``GET /v1/chat/completions``: the key's own stored completions, streamed or not, oldest
+    first, by model and by metadata, as the SDK's paginator reads them; nothing unstored, no
+    other dialect's answer and no other key's."""
+    key = f"lister-{uuid.uuid4().hex}"
+    with _client(proxy, key) as client:
+        first = _streamed(client, "one", metadata={"run": "a"})
+        second = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "two"}],
+            store=True,
+            metadata={"run": "b"},
+        ).id
+        third = _streamed(client, "three", model="other")
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "no"}])
+        client.responses.create(model="m", input="a response is not listed here")
+        everything = list(client.chat.completions.list(limit=1))
+        newest_first = client.chat.completions.list(order="desc")
+        by_run = client.chat.completions.list(metadata={"run": "a"})
+        by_model = client.chat.completions.list(model="other")
+        client.chat.completions.delete(second)
+        after_delete = client.chat.completions.list()
+    assert [completion.id for completion in everything] == [first, second, third]
+    assert [completion.choices[0].message.content for completion in everything] == [
+        "one",
+        "two",
+        "three",
+    ]
+    for completion in everything:
+        ChatCompletion.model_validate(completion.model_dump(mode="json"), strict=True)
+    assert [completion.id for completion in newest_first.data] == [third, second, first]
+    assert [completion.id for completion in by_run.data] == [first]
+    assert [completion.id for completion in by_model.data] == [third]
+    assert [completion.id for completion in after_delete.data] == [first, third]
+    with _client(proxy, f"other-{key}") as other:
+        assert other.chat.completions.list().data == []
+
+
+def test_a_stored_completions_metadata_is_kept_and_updated(proxy: str) -> None:
+    key = f"updater-{uuid.uuid4().hex}"
+    with _client(proxy, key) as client:
+        completion_id = _streamed(client, "tag me", metadata={"stage": "draft"})
+        kept = _retrieved(proxy, completion_id, key)
+        updated = client.chat.completions.update(completion_id, metadata={"stage": "final"})
+        retrieved = _retrieved(proxy, completion_id, key)
+        found = client.chat.completions.list(metadata={"stage": "final"})
+        cleared = client.chat.completions.update(completion_id, metadata=None)
+        for wrong, param in (
+            ({"metadata": {f"k{n}": "v" for n in range(17)}}, "metadata"),
+            ({"metadata": {"k": 1}}, "metadata"),
+            ({"metadata": {"k" * 65: "v"}}, f"metadata.{'k' * 65}"),
+            ({"metadata": {}, "model": "x"}, "model"),
+            ({}, "metadata"),
+        ):
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.post(
+                    f"/chat/completions/{completion_id}", body=wrong, cast_to=ChatCompletion
+                )
+            assert refused.value.param == param, wrong
+        with _client(proxy, f"other-{key}") as other, pytest.raises(openai.NotFoundError):
+            other.chat.completions.update(completion_id, metadata={"stage": "theirs"})
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.update("chatcmpl-unknown", metadata={})
+        response = client.responses.create(model="m", input="kept")
+    assert kept["metadata"] == {"stage": "draft"}
+    assert updated.id == completion_id
+    assert retrieved["metadata"] == {"stage": "final"}
+    assert retrieved["choices"] == kept["choices"]
+    assert [completion.id for completion in found.data] == [completion_id]
+    assert _retrieved(proxy, completion_id, key)["metadata"] == {}
+    assert cleared.id == completion_id
+    # A stored response is not updated (upstream has no such call).
+    answer = httpx.post(
+        f"{proxy}/v1/responses/{response.id}",
+        headers={"Authorization": "Bearer k"},
+        json={"metadata": {}},
+    )
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, DELETE"

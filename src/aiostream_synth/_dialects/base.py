@@ -324,6 +324,32 @@ class Storage(Protocol):
         the same on every read: the pages' cursors are ids)."""
         ...
 
+    @property
+    def answers_list(self) -> str | None:
+        """The name under which a key's stored answers are listed (``GET {path}``, oldest
+        first unless the request says otherwise); None when the API lists none."""
+        ...
+
+    def kept_fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What of the request the stored object carries besides the answer (its metadata:
+        what a listing filters by, and an update changes)."""
+        ...
+
+    @property
+    def updatable(self) -> bool:
+        """Whether ``POST {path}/{id}`` updates a stored answer (:meth:`updated`)."""
+        ...
+
+    def updated(self, obj: dict[str, Any], body: object) -> dict[str, Any]:
+        """A stored answer's object as an update's ``body`` makes it; a wrong body is a
+        :class:`~aiostream_synth._wire.errors.RequestError` naming what is wrong."""
+        ...
+
+    def matches(self, obj: dict[str, Any], filters: Mapping[str, list[str]]) -> bool:
+        """Whether a stored object is one a listing's query (``{key: values}``, the list's
+        own keys among them) asks for; an unknown filter is ignored."""
+        ...
+
     def stored_dialect(
         self,
         prepared: PreparedRequest,

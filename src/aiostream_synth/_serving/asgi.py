@@ -261,9 +261,20 @@ class SynthesizingApp:
                 RequestError(404, f"Unknown path {scope['path']}.", code="not_found").body,
             )
             return
+        background = self.background
+        lists = spec.storage if background is not None else None
+        listed = lists is not None and lists.answers_list is not None
+        if listed and scope["method"] == "GET" and lists is not None and background is not None:
+            # The caller's stored answers of the dialect (stored chat completions).
+            query = scope.get("query_string", b"")
+            await background.list_answers(spec, lists, query, request_headers(scope), send)
+            return
         if scope["method"] != "POST":
-            error = spec.error_response(405, "Use POST.", code="method_not_allowed")
-            await send_answer(send, error, {"allow": "POST"})
+            allowed, message = (
+                ("GET, POST", "Use GET or POST.") if listed else ("POST", "Use POST.")
+            )
+            error = spec.error_response(405, message, code="method_not_allowed")
+            await send_answer(send, error, {"allow": allowed})
             return
         handling = self.handle(spec, scope, receive, send)
         del scope  # the request's own frame keeps what it needs of it, not this one

@@ -27,7 +27,7 @@ import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -40,7 +40,7 @@ from aiostream_synth._dialects.base import (
     StoredFrames,
     StreamFrames,
 )
-from aiostream_synth._dialects.prepared import PreparedRequest
+from aiostream_synth._dialects.prepared import PreparedRequest, parse_json_body
 from aiostream_synth._engine.runtime import Linger, Lingered, current_runtime
 from aiostream_synth._engine.shutdown import ShutdownSignal
 from aiostream_synth._engine.stream import SynthesizedStream
@@ -48,7 +48,12 @@ from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_json
 from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
 from aiostream_synth._serving.pages import page
-from aiostream_synth._serving.pipeline import DisconnectHook, StreamSettings
+from aiostream_synth._serving.pipeline import (
+    ClientGone,
+    DisconnectHook,
+    StreamSettings,
+    read_body,
+)
 from aiostream_synth._serving.respond import write_until_disconnect
 from aiostream_synth._store.base import (
     Creation,
@@ -1003,7 +1008,15 @@ class BackgroundResponses:
         ``stream``, and ``DELETE``), and ``GET {path}/{id}/{items_action}``, a page of what it
         was made from (:meth:`Storage.listed_items`)."""
         items = action == storage.items_action
-        allowed = "POST" if action == "cancel" else "GET" if items else "GET, DELETE"
+        allowed = (
+            "POST"
+            if action == "cancel"
+            else "GET"
+            if items
+            else "GET, POST, DELETE"
+            if storage.updatable
+            else "GET, DELETE"
+        )
         actions = ("", storage.items_action, *(("cancel",) if storage.has_background else ()))
         if action not in actions or method not in allowed.split(", "):
             status = 404 if action not in actions else 405
@@ -1018,6 +1031,9 @@ class BackgroundResponses:
         owner = owner_of(headers)
         if items:
             await self._list_items(spec, storage, response_id, query, owner, send)
+            return
+        if method == "POST" and action == "":
+            await self._update(spec, storage, response_id, owner, receive, send)
             return
         live = self._live.get(response_id)
         stored = None
@@ -1053,12 +1069,7 @@ class BackgroundResponses:
             stored is not None and stored.owner == owner and storage.holds(stored.object)
         )
         if not mine:  # another's, or another dialect's (one store keeps every dialect's)
-            await _send_error(
-                send,
-                spec.error_response(
-                    404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
-                ),
-            )
+            await _send_not_found(spec, storage, response_id, send)
             return
         if stored is not None and stored.abandoned and method != "DELETE":
             try:
@@ -1070,12 +1081,7 @@ class BackgroundResponses:
                 return
             first = None  # read again, its end added
             if stored is None:  # deleted meanwhile
-                await _send_error(
-                    send,
-                    spec.error_response(
-                        404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
-                    ),
-                )
+                await _send_not_found(spec, storage, response_id, send)
                 return
         obj = live.object if live is not None else stored.object if stored is not None else None
         if method == "DELETE":
@@ -1141,6 +1147,105 @@ class BackgroundResponses:
             return
         await self._follow(storage, live, response_id, after, receive, send, [], first)
 
+    async def list_answers(
+        self,
+        spec: DialectSpec,
+        storage: Storage,
+        query: bytes,
+        headers: Mapping[str, str],
+        send: Send,
+    ) -> None:
+        """``GET {path}``: a page of the caller's stored answers of the dialect, oldest first
+        by default, those its query's filters ask for (:meth:`Storage.matches`)."""
+        name = storage.answers_list
+        if name is None:
+            raise ValueError(f"the {spec.name} dialect lists no stored answers")
+        owner = owner_of(headers)
+        try:
+            # This process's queued writes first (a stream that just ended may be among them).
+            for queued in [*self._pending, *self._in_flight]:
+                await self._until_written(queued)
+            objects = await self._read_objects(await self.store.listed(name, owner))
+        except StoreUnavailable as exc:
+            await self._store_failed(spec, send, "store read failed: %s", exc)
+            return
+        filters = urllib.parse.parse_qs(query.decode("latin-1"))
+        kept = [
+            obj
+            for obj in objects
+            if isinstance(obj.get("id"), str)
+            and storage.holds(obj)
+            and storage.matches(obj, filters)
+        ]
+        await self._send_page(spec, send, kept, query, "asc")
+
+    async def _read_objects(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The objects of the responses ``ids`` that are still kept, in that order (read
+        together: on a shared store, a round trip per batch of reads)."""
+        found: dict[str, dict[str, Any]] = {}
+
+        async def read(response_id: str) -> None:
+            read = await self.store.read(response_id)
+            if read is not None:
+                found[response_id] = read[0].object
+
+        async with anyio.create_task_group() as group:
+            for response_id in ids:
+                group.start_soon(read, response_id)
+        return [found[response_id] for response_id in ids if response_id in found]
+
+    async def _update(
+        self,
+        spec: DialectSpec,
+        storage: Storage,
+        response_id: str,
+        owner: str,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """``POST {path}/{id}``: a stored answer's object as the request's body updates it."""
+        try:
+            body = parse_json_body(await read_body(receive))
+        except RequestError as exc:
+            await _send_request_error(spec, send, exc)
+            return
+        except ClientGone:
+            return
+        stored = await self._owned(spec, storage, response_id, owner, send)
+        if stored is None:
+            return
+        try:
+            updated = storage.updated(stored.object, body)
+        except RequestError as exc:
+            await _send_request_error(spec, send, exc)
+            return
+        try:
+            replaced = await self.store.replace_object(response_id, updated)
+        except StoreUnavailable as exc:
+            await self._store_failed(spec, send, "store write failed: %s", exc)
+            return
+        if not replaced:  # gone meanwhile
+            await _send_not_found(spec, storage, response_id, send)
+            return
+        await send_json(send, 200, updated)
+
+    async def _owned(
+        self, spec: DialectSpec, storage: Storage, response_id: str, owner: str, send: Send
+    ) -> StoredResponse | None:
+        """The stored answer ``response_id`` with its input, once this process's queued
+        writes of it are in the store, when it is ``owner``'s and the dialect's; else None,
+        the refusal sent (404, or 503 when the store fails)."""
+        await self._until_written(response_id)
+        try:
+            stored = await self.store.get(response_id)
+        except StoreUnavailable as exc:
+            await self._store_failed(spec, send, "store read failed: %s", exc)
+            return None
+        if stored is None or stored.owner != owner or not storage.holds(stored.object):
+            await _send_not_found(spec, storage, response_id, send)
+            return None
+        return stored
+
     async def _list_items(
         self,
         spec: DialectSpec,
@@ -1161,31 +1266,25 @@ class BackgroundResponses:
             )
             await _send_error(send, error)
             return
-        await self._until_written(response_id)  # its creation (with its input) may be queued
-        try:
-            stored = await self.store.get(response_id)
-        except StoreUnavailable as exc:
-            await self._store_failed(spec, send, "store read failed: %s", exc)
-            return
-        if stored is None or stored.owner != owner or not storage.holds(stored.object):
-            await _send_error(
-                send,
-                spec.error_response(
-                    404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
-                ),
-            )
+        stored = await self._owned(spec, storage, response_id, owner, send)
+        if stored is None:
             return
         listed = storage.listed_items(stored.input or [], response_id)
+        await self._send_page(spec, send, listed, query, storage.items_order)
+
+    async def _send_page(
+        self,
+        spec: DialectSpec,
+        send: Send,
+        items: list[dict[str, Any]],
+        query: bytes,
+        default_order: Literal["asc", "desc"],
+    ) -> None:
+        """The page of ``items`` the query asks for, or a 400 naming what it got wrong."""
         try:
-            answer = page(listed, query, storage.items_order)
+            answer = page(items, query, default_order)
         except RequestError as exc:
-            error = exc.body["error"]
-            await _send_error(
-                send,
-                spec.error_response(
-                    exc.status_code, error["message"], code=error["code"], param=error["param"]
-                ),
-            )
+            await _send_request_error(spec, send, exc)
             return
         await send_json(send, 200, answer)
 
@@ -1325,6 +1424,28 @@ class _Taken:
 
     def started(self, value: None = None) -> None:
         self._event.set()
+
+
+async def _send_not_found(
+    spec: DialectSpec, storage: Storage, response_id: str, send: Send
+) -> None:
+    await _send_error(
+        send,
+        spec.error_response(
+            404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
+        ),
+    )
+
+
+async def _send_request_error(spec: DialectSpec, send: Send, exc: RequestError) -> None:
+    """A refusal raised as a :class:`RequestError`, in the dialect's error shape."""
+    error = exc.body["error"]
+    await _send_error(
+        send,
+        spec.error_response(
+            exc.status_code, error["message"], code=error["code"], param=error["param"]
+        ),
+    )
 
 
 async def _send_error(

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from aiostream_synth._dialects.base import Storage
-from aiostream_synth._store.base import ResponseStore, StoreUnavailable
+from aiostream_synth._store.base import Creation, ResponseStore, StoreUnavailable
 from aiostream_synth._wire.errors import RequestError
 
 __all__ = ["continue_chain", "finish_kept", "keep_finished", "start_kept"]
@@ -75,15 +75,16 @@ async def keep_finished(
     result: dict[str, Any],
     owner: str,
     input_items: list[Any] | None,
+    listed_in: str | None = None,
 ) -> bool:
     """Store a finished non-streaming answer under the id it carries (one of ours), for
-    retrieval and continuation; a store failure is logged (False), the answer already
-    sent."""
+    retrieval and continuation (``listed_in``: the list of its owner's answers it joins); a
+    store failure is logged (False), the answer already sent."""
     response_id = result.get("id")
     if not isinstance(response_id, str):
         return True
     try:
-        await store.create(response_id, owner, result, input_items=input_items)
+        await store.create(response_id, owner, result, input_items=input_items, listed_in=listed_in)
         await store.append(response_id, (), result, done=True)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)
@@ -110,20 +111,26 @@ async def finish_kept(
     store: ResponseStore,
     response_id: str,
     obj_json: bytes | None,
-    creation: tuple[str, bytes | None] | None = None,
+    creation: Creation | None = None,
 ) -> bool:
     """A streamed response's end: its final object (serialized), or None when the stream
-    ended without one (its client left), which leaves no record. ``creation``: the owner and
-    the input (serialized) of a response kept only once it ended (nothing was created at its
-    start). False when the store failed (logged)."""
+    ended without one (its client left), which leaves no record. ``creation``: that of a
+    response kept only once it ended (nothing was created at its start). False when the
+    store failed (logged)."""
     try:
         if obj_json is None:
             if creation is None:
                 await store.delete(response_id)
         else:
             if creation is not None:
-                owner, input_items = creation
-                await store.create(response_id, owner, obj_json, input_items=input_items)
+                await store.create(
+                    response_id,
+                    creation.owner,
+                    obj_json,
+                    input_items=creation.input_items,
+                    listed_in=creation.listed_in,
+                    listed_at=creation.listed_at,
+                )
             await store.append(response_id, (), obj_json, done=True)
     except (StoreUnavailable, OSError) as exc:
         return _write_failed(response_id, exc)

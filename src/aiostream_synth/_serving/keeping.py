@@ -7,9 +7,12 @@ stored answers (:func:`stored_route`). The store's own protocol is
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any
+
+import orjson
 
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamDialect
 from aiostream_synth._dialects.prepared import PreparedRequest, parse_json_body
@@ -42,6 +45,7 @@ class Keep:
         "body",
         "created",
         "dialect",
+        "fields",
         "input_items",
         "input_json",
         "last_write",
@@ -70,6 +74,8 @@ class Keep:
         self.input_items = input_items
         self.owner = owner
         self.stored = storage.stores(body)
+        #: What of the request the kept object carries besides the answer (its metadata).
+        self.fields = storage.kept_fields(body) if self.stored else {}
         self.last_write: bytes | None = None
         self.response_id: str | None = None
         #: The stream's dialect (its final object is asked of it), and whether the response
@@ -99,7 +105,9 @@ class Keep:
     async def result(self, result: dict[str, Any]) -> None:
         """A non-streaming answer (its id ours, :meth:`own_id`): stored under that id."""
         background = self.background
-        if not await keep_finished(background.store, result, self.owner, self.input_items):
+        kept = {**result, **self.fields}
+        listed_in = self.storage.answers_list
+        if not await keep_finished(background.store, kept, self.owner, self.input_items, listed_in):
             background.store_failures += 1
 
     async def start(self, prepared: PreparedRequest, settings: StreamSettings) -> StreamDialect:
@@ -149,20 +157,28 @@ class Keep:
         if response_id is None or dialect is None:
             return
         background = self.background
-        # The object as the stream's end carries it: stored without a parse.
+        # The object as the stream's end carries it: stored without a parse, unless it is
+        # to carry some of the request too.
         obj = self.storage.final_object_json(dialect, self.last_write)
+        if obj is not None and self.fields:
+            obj = orjson.dumps({**orjson.loads(obj), **self.fields})
         self.dialect = None
+        creation = None
+        if not self.created and obj is not None:  # kept only now that it ended
+            listed_in = self.storage.answers_list
+            # Listed as of now: its creation may reach the store after later answers'.
+            creation = Creation(
+                self.owner, obj, self.input_json, listed_in=listed_in, listed_at=time.time()
+            )
         if background.writes_behind:
             if obj is not None:
-                creation = None
-                if not self.created:  # kept only now that it ended
-                    creation = Creation(self.owner, obj, self.input_json)
                 background.finish_later(response_id, obj, creation)
             elif self.created:
                 await background.forget(response_id)
             return
-        later = None if self.created else (self.owner, self.input_json)
-        if not await finish_kept(background.store, response_id, obj, later):
+        if obj is None and not self.created:
+            return  # nothing of it was kept
+        if not await finish_kept(background.store, response_id, obj, creation):
             background.store_failures += 1
 
 

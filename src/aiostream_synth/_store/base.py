@@ -86,6 +86,10 @@ class Creation:
     #: between long-lived ones, whose holes the heap keeps).
     input_items: list[Any] | bytes | None = None
     background: bool = False
+    #: The list of its owner's answers it joins (see :meth:`ResponseStore.listed`), if any,
+    #: and its place there: when it was answered (``time.time()``; None: when it is kept).
+    listed_in: str | None = None
+    listed_at: float | None = None
 
     @classmethod
     def serialized(
@@ -176,10 +180,25 @@ class ResponseStore(Protocol):
         *,
         input_items: list[Any] | bytes | None = None,
         background: bool = False,
+        listed_in: str | None = None,
+        listed_at: float | None = None,
     ) -> None:
         """Start keeping ``response_id``: its object so far (no events), the input it is made
-        from (either of them may come serialized as JSON), and whether it is a background
-        response (whose events are kept)."""
+        from (either of them may come serialized as JSON), whether it is a background
+        response (whose events are kept), and the list of its owner's answers it joins
+        (:meth:`listed`; None: none) with its place there (``time.time()`` when it was
+        answered; None: now)."""
+        ...
+
+    async def listed(self, name: str, owner: str) -> list[str]:
+        """The ids of ``owner``'s responses kept in list ``name``, by their place there
+        (oldest first; those gone since, deleted or expired, are left out, and one may go
+        before it is read)."""
+        ...
+
+    async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
+        """Replace an ended response's object (an update of what it carries); whether it was
+        there to replace."""
         ...
 
     async def get(self, response_id: str) -> StoredResponse | None:

@@ -61,6 +61,8 @@ class _Entry:
     keepalive: KeepaliveTemplate | None = None
     done: bool = False
     changed: anyio.Event | None = None
+    #: The list of its owner's answers it is in, if any.
+    listed_in: str | None = None
 
     @property
     def size(self) -> int:
@@ -94,6 +96,9 @@ class MemoryStore:
         self.progress_every_s = min(_PROGRESS_EVERY_S, ttl_s / 4)
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        #: Each list of an owner's answers (name, owner): its ids and their places (a
+        #: response leaves its list as it leaves the store).
+        self._lists: dict[tuple[str, str], dict[str, float]] = {}
         self.bytes = 0
         #: Responses evicted to stay within ``max_bytes``, and expired after their TTL.
         self.evicted = 0
@@ -122,11 +127,14 @@ class MemoryStore:
         *,
         input_items: list[Any] | bytes | None = None,
         background: bool = False,
+        listed_in: str | None = None,
+        listed_at: float | None = None,
     ) -> None:
         self._expire()
         old = self._entries.pop(response_id, None)
         if old is not None:
             self.bytes -= old.size
+            self._unlist(response_id, old)
         # Exactly its size: orjson's own result keeps ~4 KiB of capacity behind a short input,
         # which every waiting stream of a stored response held (16.2 -> 12 KiB per stream).
         kept_input = None if input_items is None else _exact_json(input_items)
@@ -135,7 +143,26 @@ class MemoryStore:
             entry.event_bytes += len(kept_input)
         self._entries[response_id] = entry
         self.bytes += entry.size
+        if listed_in is not None:
+            entry.listed_in = listed_in
+            at = time.time() if listed_at is None else listed_at
+            self._lists.setdefault((listed_in, owner), {})[response_id] = at
         self._bound()
+
+    async def listed(self, name: str, owner: str) -> list[str]:
+        self._expire()  # (an entry leaves its list as it goes)
+        listed = self._lists.get((name, owner), {})
+        return sorted(listed, key=listed.__getitem__)
+
+    async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
+        entry = self._live(response_id)
+        if entry is None:
+            return False
+        before = entry.size
+        entry.object = dumps_exact(obj)
+        self.bytes += entry.size - before
+        self._bound()
+        return True
 
     async def get(self, response_id: str) -> StoredResponse | None:
         entry = self._live(response_id)
@@ -216,6 +243,8 @@ class MemoryStore:
                     creation.object,
                     input_items=creation.input_items,
                     background=creation.background,
+                    listed_in=creation.listed_in,
+                    listed_at=creation.listed_at,
                 )
             await self.append(
                 response_id,
@@ -247,8 +276,20 @@ class MemoryStore:
         if entry is None:
             return False
         self.bytes -= entry.size
+        self._unlist(response_id, entry)
         entry.notify()
         return True
+
+    def _unlist(self, response_id: str, entry: _Entry) -> None:
+        """Take a response that goes out of its owner's list, if it is in one."""
+        if entry.listed_in is None:
+            return
+        key = (entry.listed_in, entry.owner)
+        listed = self._lists.get(key)
+        if listed is not None:
+            listed.pop(response_id, None)
+            if not listed:
+                del self._lists[key]
 
     async def end_abandoned(
         self, response_id: str, events: Sequence[tuple[int, bytes]], obj: dict[str, Any]
@@ -297,6 +338,7 @@ class MemoryStore:
     def _drop(self, response_id: str, why: str) -> None:
         entry = self._entries.pop(response_id)
         self.bytes -= entry.size
+        self._unlist(response_id, entry)
         entry.notify()
         if why == "evicted":
             self.evicted += 1

@@ -197,6 +197,31 @@ return 1
 """
 
 
+#: An owner's list of answers, those gone (deleted, expired) taken out. KEYS: the list (a
+#: sorted set: ids by their creation's time); ARGV: the prefix of a response hash's key. The
+#: ids still kept, oldest first.
+_LISTED_SCRIPT = """
+local kept = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if redis.call('EXISTS', ARGV[1] .. id) == 1 then
+    kept[#kept + 1] = id
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return kept
+"""
+
+#: An ended response's object replaced, if it is still kept. KEYS: its hash, its stream;
+#: ARGV: the object, the TTL. 1: replaced.
+_REPLACE_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'object', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
+return 1
+"""
+
 #: A fleet's settings, claimed. KEYS: the claim; ARGV: these settings, its length in ms. The
 #: settings claimed by others when they differ, else nothing (claimed).
 _CLAIM_SCRIPT = """
@@ -388,6 +413,8 @@ class RedisStore:
         *,
         input_items: list[Any] | bytes | None = None,
         background: bool = False,
+        listed_in: str | None = None,
+        listed_at: float | None = None,
     ) -> None:
         record, events = self._keys(response_id)
         fields = self._fields(Creation(owner, obj, input_items, background))
@@ -397,8 +424,40 @@ class RedisStore:
                     pipe.delete([record, events])
                     pipe.hset(record, fields)
                     pipe.expire(record, self._ttl)
+                    if listed_in is not None:
+                        self._list(pipe, listed_in, owner, response_id, listed_at)
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
+
+    def _list_key(self, name: str, owner: str) -> str:
+        return f"{self.prefix}list:{name}:{owner}"
+
+    def _list(self, pipe: Any, name: str, owner: str, response_id: str, at: float | None) -> None:
+        """Add a response to its owner's list ``name`` at its place (``at``; None: now), in
+        ``pipe``; the list lives as long as its latest response."""
+        key = self._list_key(name, owner)
+        pipe.zadd(key, {response_id: time.time() if at is None else at})
+        pipe.expire(key, self._ttl)
+
+    async def listed(self, name: str, owner: str) -> list[str]:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                ids = await self._client.eval(
+                    _LISTED_SCRIPT, [self._list_key(name, owner)], [self._key_prefixes[0]]
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        return [_bytes(kept).decode() for kept in ids] if isinstance(ids, list) else []
+
+    async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
+        try:
+            with anyio.fail_after(self.timeout_s):
+                replaced = await self._client.eval(
+                    _REPLACE_SCRIPT, list(self._keys(response_id)), [orjson.dumps(obj), self._ttl]
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"{self!r}: {exc}") from None
+        return replaced == 1
 
     async def get(self, response_id: str) -> StoredResponse | None:
         reply = await self._read(response_id, None, with_input=True)
@@ -540,6 +599,16 @@ class RedisStore:
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
+                    for response_id, write in writes.items():
+                        creation = write.creation
+                        if creation is not None and creation.listed_in is not None:
+                            self._list(
+                                pipe,
+                                creation.listed_in,
+                                creation.owner,
+                                response_id,
+                                creation.listed_at,
+                            )
                     if parts:
                         records, streams = self._key_prefixes
                         args: list[bytes | str | int] = [

@@ -8,13 +8,15 @@ non-streaming request would have got it (``object: "chat.completion"``, its usag
 complete). A non-streaming one is kept under an id of ours too, which its answer carries
 (a backend's ids may repeat). The API has no background mode, no cancel and no continuation
 (the client sends the whole conversation each turn). A stored completion's messages are
-listed (``GET /v1/chat/completions/{id}/messages``); upstream's listing of completions and
-its metadata update are not served.
+listed (``GET /v1/chat/completions/{id}/messages``), a key's stored completions too (``GET
+/v1/chat/completions``, by ``model`` and ``metadata``), and their metadata, which the kept
+object carries as upstream's does, is updated by ``POST /v1/chat/completions/{id}``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
@@ -28,7 +30,7 @@ from aiostream_synth._dialects.base import (
 from aiostream_synth._dialects.chat.stream import ChatDialect, ChatStream, chat_dialect
 from aiostream_synth._dialects.prepared import PreparedRequest
 from aiostream_synth._wire.coerce import as_json_dict
-from aiostream_synth._wire.errors import InvalidResultError
+from aiostream_synth._wire.errors import InvalidResultError, RequestError
 from aiostream_synth._wire.failures import Failure
 from aiostream_synth._wire.ids import random_hex
 from aiostream_synth._wire.sse import DONE_FRAME
@@ -156,6 +158,46 @@ class ChatStorage:
             listed.append(shown)
         return listed
 
+    @property
+    def answers_list(self) -> str:
+        return "chat.completions"
+
+    def kept_fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        metadata = body.get("metadata")
+        return {"metadata": metadata if isinstance(metadata, dict) else {}}
+
+    @property
+    def updatable(self) -> bool:
+        return True
+
+    def updated(self, obj: dict[str, Any], body: object) -> dict[str, Any]:
+        if not isinstance(body, dict) or "metadata" not in body:
+            raise RequestError(
+                400, "An update takes {'metadata': {...}}.", param="metadata", code="missing"
+            )
+        unknown = sorted(key for key in body if key != "metadata")
+        if unknown:
+            raise RequestError(
+                400,
+                f"Only metadata can be updated, not {', '.join(map(repr, unknown))}.",
+                param=unknown[0],
+                code="unknown_parameter",
+            )
+        return {**obj, "metadata": _metadata(body["metadata"])}
+
+    def matches(self, obj: dict[str, Any], filters: Mapping[str, list[str]]) -> bool:
+        model = filters.get("model")
+        if model and obj.get("model") != model[-1]:
+            return False
+        metadata = obj.get("metadata")
+        kept = metadata if isinstance(metadata, dict) else {}
+        wanted = {
+            key[len("metadata[") : -1]: values[-1]
+            for key, values in filters.items()
+            if key.startswith("metadata[") and key.endswith("]")
+        }
+        return all(kept.get(key) == value for key, value in wanted.items())
+
     def stored_dialect(
         self,
         prepared: PreparedRequest,
@@ -213,6 +255,42 @@ class ChatStorage:
 
     def abandoned_frames(self, obj: dict[str, Any], sequence_start: int) -> list[bytes]:
         raise NotImplementedError("Chat Completions has no background mode")
+
+
+#: Upstream's bounds on metadata: pairs, a key's length, a value's length.
+_METADATA_PAIRS, _METADATA_KEY, _METADATA_VALUE = 16, 64, 512
+
+
+def _metadata(value: object) -> dict[str, str]:
+    """An update's metadata (None: none), checked as upstream checks it."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and isinstance(text, str) for key, text in value.items()
+    ):
+        raise RequestError(
+            400,
+            "metadata is an object of string values (or null).",
+            param="metadata",
+            code="invalid_type",
+        )
+    if len(value) > _METADATA_PAIRS:
+        raise RequestError(
+            400,
+            f"metadata holds at most {_METADATA_PAIRS} pairs, not {len(value)}.",
+            param="metadata",
+            code="invalid_value",
+        )
+    for key, text in value.items():
+        if len(key) > _METADATA_KEY or len(text) > _METADATA_VALUE:
+            raise RequestError(
+                400,
+                f"metadata key {key[:80]!r}: keys are at most {_METADATA_KEY} characters, "
+                f"values at most {_METADATA_VALUE}.",
+                param=f"metadata.{key[:80]}",
+                code="invalid_value",
+            )
+    return dict(value)
 
 
 CHAT_STORAGE = ChatStorage()

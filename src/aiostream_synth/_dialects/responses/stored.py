@@ -14,6 +14,7 @@ response has status ``failed`` and a ``server_error``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
@@ -165,6 +166,23 @@ class ResponsesStorage:
 
     def listed_items(self, stored_input: list[Any], response_id: str) -> list[dict[str, Any]]:
         return listed_input_items(stored_input, response_id)
+
+    @property
+    def answers_list(self) -> None:
+        return None  # upstream lists no responses
+
+    def kept_fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {}  # the response object echoes its request's metadata itself
+
+    @property
+    def updatable(self) -> bool:
+        return False
+
+    def updated(self, obj: dict[str, Any], body: object) -> dict[str, Any]:
+        raise NotImplementedError("a stored response is not updated")
+
+    def matches(self, obj: dict[str, Any], filters: Mapping[str, list[str]]) -> bool:
+        raise NotImplementedError("upstream lists no responses")
 
     def stores(self, body: dict[str, Any]) -> bool:
         return body.get("store") is not False  # stored by default, as upstream
