@@ -21,6 +21,7 @@ from aiostream_synth._dialects.chat.stream import ChatDialect
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
 from aiostream_synth._serving.pipeline import BackendCall
+from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
 from aiostream_synth._store.redis import RedisStore
 from aiostream_synth._wire.failures import Failure
@@ -432,3 +433,27 @@ def test_a_stored_completions_metadata_is_kept_and_updated(proxy: str) -> None:
     )
     assert answer.status_code == 405
     assert answer.headers["allow"] == "GET, DELETE"
+
+
+def test_a_store_failing_under_a_listing_is_a_503_saying_so(
+    served: tuple[str, ProxyApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads of a listing go together; one failing is the listing's 503, not a 500."""
+    url, app = served
+    key = f"failing-{uuid.uuid4().hex}"
+    with _client(url, key) as client:
+        for text in ("one", "two"):
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": text}], store=True
+            )
+        background = app.synth.background
+        assert background is not None
+
+        async def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable("the store is down")
+
+        monkeypatch.setattr(background.store, "read", unavailable)
+        with pytest.raises(openai.InternalServerError) as refused:
+            client.chat.completions.list()
+    assert refused.value.status_code == 503
+    assert "store" in str(refused.value)

@@ -1183,15 +1183,22 @@ class BackgroundResponses:
         """The objects of the responses ``ids`` that are still kept, in that order (read
         together: on a shared store, a round trip per batch of reads)."""
         found: dict[str, dict[str, Any]] = {}
+        failed: list[StoreUnavailable] = []
 
         async def read(response_id: str) -> None:
-            read = await self.store.read(response_id)
+            try:
+                read = await self.store.read(response_id)
+            except StoreUnavailable as exc:  # raised below, not as a group of them
+                failed.append(exc)
+                return
             if read is not None:
                 found[response_id] = read[0].object
 
         async with anyio.create_task_group() as group:
             for response_id in ids:
                 group.start_soon(read, response_id)
+        if failed:
+            raise failed[0]
         return [found[response_id] for response_id in ids if response_id in found]
 
     async def _update(

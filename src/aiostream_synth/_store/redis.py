@@ -198,8 +198,8 @@ return 1
 
 
 #: An owner's list of answers, those gone (deleted, expired) taken out. KEYS: the list (a
-#: sorted set: ids by their creation's time); ARGV: the prefix of a response hash's key. The
-#: ids still kept, oldest first.
+#: sorted set: ids by their place, when they were answered); ARGV: the prefix of a response
+#: hash's key. The ids still kept, oldest first.
 _LISTED_SCRIPT = """
 local kept = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -594,21 +594,17 @@ class RedisStore:
         now = self._clock()
         if progress and now >= self._renew_from:
             self._renewals(parts, progress, now)
+        # Creations joining their owner's list: (id, owner, list, place).
+        listings: list[tuple[str, str, str, float | None]] = []
         for response_id, write in writes.items():
             self._write(parts, response_id, write, progress, now)
+            creation = write.creation
+            if creation is not None and creation.listed_in is not None:
+                listed = (response_id, creation.owner, creation.listed_in, creation.listed_at)
+                listings.append(listed)
         try:
             with anyio.fail_after(self.timeout_s):
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for response_id, write in writes.items():
-                        creation = write.creation
-                        if creation is not None and creation.listed_in is not None:
-                            self._list(
-                                pipe,
-                                creation.listed_in,
-                                creation.owner,
-                                response_id,
-                                creation.listed_at,
-                            )
                     if parts:
                         records, streams = self._key_prefixes
                         args: list[bytes | str | int] = [
@@ -618,6 +614,9 @@ class RedisStore:
                             b"".join(parts),
                         ]
                         pipe.eval(_WRITE_SCRIPT, [self._progress_key], args)
+                    # Listed once written (a listing leaves out an id whose hash is not there).
+                    for response_id, owner, name, at in listings:
+                        self._list(pipe, name, owner, response_id, at)
                     if progress:
                         packed = " ".join(f"{key} {number}" for key, number in progress.items())
                         if packed.count(" ") == 2 * len(progress) - 1:
