@@ -44,7 +44,7 @@ def test_the_headers_page_lists_every_header_the_proxy_sends(proxy: str) -> None
         ("POST", "/v1/messages", {**messages, "stream": True, "max_tokens": "many"}),  # a 400
         ("POST", "/v1/messages/count_tokens", messages),
         ("POST", "/v1/chat/completions", {**chat, "stream": True, "tools": [{"type": 1}]}),
-        ("GET", "/v1/chat/completions", None),  # 405
+        ("PUT", "/v1/chat/completions", None),  # 405 (a GET lists the stored completions)
         ("POST", "/v1/nowhere", chat),  # 404
         ("GET", "/metrics", None),
         ("GET", "/healthz", None),
