@@ -270,11 +270,11 @@ class SynthesizingApp:
             await background.list_answers(spec, lists, query, request_headers(scope), send)
             return
         if scope["method"] != "POST":
-            allowed, message = (
-                ("GET, POST", "Use GET or POST.") if listed else ("POST", "Use POST.")
-            )
-            error = spec.error_response(405, message, code="method_not_allowed")
-            await send_answer(send, error, {"allow": allowed})
+            if listed:
+                error = spec.error_response(405, "Use GET or POST.", code="method_not_allowed")
+            else:
+                error = spec.error_response(405, "Use POST.", code="method_not_allowed")
+            await send_answer(send, error, {"allow": "GET, POST" if listed else "POST"})
             return
         handling = self.handle(spec, scope, receive, send)
         del scope  # the request's own frame keeps what it needs of it, not this one
