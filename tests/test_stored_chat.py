@@ -20,6 +20,7 @@ from aiostream_synth._dialects.chat.stored import CHAT_STORAGE, KeptChatDialect
 from aiostream_synth._dialects.chat.stream import ChatDialect
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 from aiostream_synth._proxy.embedded import EmbeddedBackend
+from aiostream_synth._serving.background import owner_of
 from aiostream_synth._serving.pipeline import BackendCall
 from aiostream_synth._store.base import StoreUnavailable
 from aiostream_synth._store.memory import MemoryStore
@@ -457,3 +458,25 @@ def test_a_store_failing_under_a_listing_is_a_503_saying_so(
             client.chat.completions.list()
     assert refused.value.status_code == 503
     assert "store" in str(refused.value)
+
+
+def test_a_listing_holds_only_the_keys_own_answers_whatever_its_list_says(
+    redis_url: str,
+) -> None:
+    """An id left in a key's list whose record another key's answer took over (a list is
+    only an index) is not that key's to see."""
+    app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=redis_url))
+    with serve(app, "uvicorn", lifespan=True) as url:
+        key = f"owner-{uuid.uuid4().hex}"
+        with _client(url, key) as client:
+            taken = _streamed(client, "mine, then theirs")
+            kept = _streamed(client, "mine")
+
+            async def take_over() -> None:
+                async with RedisStore(redis_url) as store:
+                    other = owner_of({"authorization": "Bearer someone-else"})
+                    await store.create(taken, other, {"id": taken, "object": "chat.completion"})
+
+            anyio.run(take_over)
+            listed = client.chat.completions.list()
+    assert [completion.id for completion in listed.data] == [kept]

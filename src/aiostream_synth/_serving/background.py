@@ -1165,7 +1165,7 @@ class BackgroundResponses:
             # This process's queued writes first (a stream that just ended may be among them).
             for queued in [*self._pending, *self._in_flight]:
                 await self._until_written(queued)
-            objects = await self._read_objects(await self.store.listed(name, owner))
+            objects = await self._read_objects(await self.store.listed(name, owner), owner)
         except StoreUnavailable as exc:
             await self._store_failed(spec, send, "store read failed: %s", exc)
             return
@@ -1179,9 +1179,9 @@ class BackgroundResponses:
         ]
         await self._send_page(spec, send, kept, query, "asc")
 
-    async def _read_objects(self, ids: list[str]) -> list[dict[str, Any]]:
-        """The objects of the responses ``ids`` that are still kept, in that order (read
-        together: on a shared store, a round trip per batch of reads)."""
+    async def _read_objects(self, ids: list[str], owner: str) -> list[dict[str, Any]]:
+        """The objects of the responses ``ids`` that are still kept, and ``owner``'s, in that
+        order (read together: on a shared store, a round trip per batch of reads)."""
         found: dict[str, dict[str, Any]] = {}
         failed: list[StoreUnavailable] = []
 
@@ -1191,7 +1191,7 @@ class BackgroundResponses:
             except StoreUnavailable as exc:  # raised below, not as a group of them
                 failed.append(exc)
                 return
-            if read is not None:
+            if read is not None and read[0].owner == owner:
                 found[response_id] = read[0].object
 
         async with anyio.create_task_group() as group:
