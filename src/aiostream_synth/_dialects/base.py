@@ -357,10 +357,13 @@ class Storage(Protocol):
         response_id: str,
         *,
         background: bool,
+        fields: Mapping[str, Any] | None = None,
     ) -> StoredDialect:
         """The output options of a stored response: its id fixed (the store keeps it under
         that id from its start); for a background one also every event numbered and the stream
-        opened by events at once (its object exists before the backend answers)."""
+        opened by events at once (its object exists before the backend answers). ``fields``
+        are the request's :meth:`kept_fields`: the object :meth:`final_object_json` gives
+        carries them."""
         ...
 
     def event(self, frame: bytes) -> StoredEvent | None:

@@ -52,6 +52,7 @@ from aiostream_synth._serving.pipeline import (
     ClientGone,
     DisconnectHook,
     StreamSettings,
+    dialect_error,
     read_body,
 )
 from aiostream_synth._serving.respond import write_until_disconnect
@@ -1214,7 +1215,7 @@ class BackgroundResponses:
         try:
             body = parse_json_body(await read_body(receive))
         except RequestError as exc:
-            await _send_request_error(spec, send, exc)
+            await _send_error(send, dialect_error(spec, exc))
             return
         except ClientGone:
             return
@@ -1224,7 +1225,7 @@ class BackgroundResponses:
         try:
             updated = storage.updated(stored.object, body)
         except RequestError as exc:
-            await _send_request_error(spec, send, exc)
+            await _send_error(send, dialect_error(spec, exc))
             return
         try:
             replaced = await self.store.replace_object(response_id, updated)
@@ -1291,7 +1292,7 @@ class BackgroundResponses:
         try:
             answer = page(items, query, default_order)
         except RequestError as exc:
-            await _send_request_error(spec, send, exc)
+            await _send_error(send, dialect_error(spec, exc))
             return
         await send_json(send, 200, answer)
 
@@ -1440,17 +1441,6 @@ async def _send_not_found(
         send,
         spec.error_response(
             404, f"{storage.noun} with id '{response_id}' not found.", code="not_found"
-        ),
-    )
-
-
-async def _send_request_error(spec: DialectSpec, send: Send, exc: RequestError) -> None:
-    """A refusal raised as a :class:`RequestError`, in the dialect's error shape."""
-    error = exc.body["error"]
-    await _send_error(
-        send,
-        spec.error_response(
-            exc.status_code, error["message"], code=error["code"], param=error["param"]
         ),
     )
 

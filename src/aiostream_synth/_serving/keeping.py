@@ -12,8 +12,6 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from aiostream_synth._dialects.base import DialectSpec, ErrorResponse, Storage, StreamDialect
 from aiostream_synth._dialects.prepared import PreparedRequest, parse_json_body
 from aiostream_synth._engine.tasks import TaskStarter
@@ -130,7 +128,9 @@ class Keep:
         elif self.input_items is not None:
             self.input_json = dumps_exact(self.input_items)
         self.input_items = None
-        dialect = storage.stored_dialect(prepared, settings, response_id, background=False)
+        dialect = storage.stored_dialect(
+            prepared, settings, response_id, background=False, fields=self.fields
+        )
         self.dialect = dialect
         return dialect
 
@@ -157,11 +157,8 @@ class Keep:
         if response_id is None or dialect is None:
             return
         background = self.background
-        # The object as the stream's end carries it: stored without a parse, unless it is
-        # to carry some of the request too.
+        # The object as the stream's end carries it (with self.fields): stored without a parse.
         obj = self.storage.final_object_json(dialect, self.last_write)
-        if obj is not None and self.fields:
-            obj = orjson.dumps({**orjson.loads(obj), **self.fields})
         self.dialect = None
         creation = None
         if not self.created and obj is not None:  # kept only now that it ended

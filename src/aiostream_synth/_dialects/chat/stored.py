@@ -43,11 +43,15 @@ class KeptChatDialect:
     """The output options of a stored chat stream: its id ours, and the completion it
     rendered, kept for the store (``final``, serialized) once its chunks are made."""
 
-    __slots__ = ("final", "options", "response_id")
+    __slots__ = ("fields", "final", "options", "response_id")
 
-    def __init__(self, options: ChatDialect, response_id: str) -> None:
+    def __init__(
+        self, options: ChatDialect, response_id: str, fields: Mapping[str, Any] | None = None
+    ) -> None:
         self.options = options
         self.response_id = response_id
+        #: What of the request the kept completion carries besides the answer (its metadata).
+        self.fields = fields
         self.final: bytes | None = None
 
     def open_stream(self) -> KeptChatStream:
@@ -85,7 +89,8 @@ class KeptChatStream:
         frames = self._plain.result_frames(completion)  # a bad result raises: nothing kept
         if isinstance(completion.get("usage"), dict):
             completion["usage"] = wire_chat_usage(completion["usage"])
-        self._kept.final = orjson.dumps(completion)
+        fields = self._kept.fields
+        self._kept.final = orjson.dumps({**completion, **fields} if fields else completion)
         return frames
 
     def failure_frames(self, failure: Failure) -> list[bytes]:
@@ -205,10 +210,11 @@ class ChatStorage:
         response_id: str,
         *,
         background: bool,
+        fields: Mapping[str, Any] | None = None,
     ) -> KeptChatDialect:
         if background:
             raise ValueError("Chat Completions has no background mode")
-        return KeptChatDialect(chat_dialect(prepared, settings), response_id)
+        return KeptChatDialect(chat_dialect(prepared, settings), response_id, fields)
 
     def stores(self, body: dict[str, Any]) -> bool:
         return body.get("store") is True  # not stored by default, as upstream

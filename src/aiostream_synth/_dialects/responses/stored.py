@@ -79,7 +79,10 @@ class ResponsesStorage:
         response_id: str,
         *,
         background: bool,
+        fields: Mapping[str, Any] | None = None,
     ) -> ResponsesDialect:
+        if fields:  # (kept_fields gives none: the response echoes its request's metadata)
+            raise ValueError("a stored response carries no fields besides its own")
         options = settings.dialect_options.get("responses") or ResponsesOptions()
         return ResponsesDialect(
             ns_map=namespace_map(prepared),
