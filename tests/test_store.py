@@ -20,6 +20,7 @@ from aiostream_synth._store.base import (
     Creation,
     ResponseStore,
     StoreUnavailable,
+    UnknownCursor,
     Write,
     with_keepalives,
 )
@@ -175,12 +176,12 @@ async def test_an_owners_list_holds_its_answers_by_their_place_while_they_are_ke
     await store.create("b1", "bob", {"id": "b1"}, listed_in="chat", listed_at=1.5)
     await store.create("r1", "ann", {"id": "r1"})  # in no list
     await store.create("o1", "ann", {"id": "o1"}, listed_in="other", listed_at=0.5)
-    assert await store.listed("chat", "ann") == ["c1", "c2", "c3"]
-    assert await store.listed("chat", "bob") == ["b1"]
-    assert await store.listed("other", "ann") == ["o1"]
-    assert await store.listed("chat", "nobody") == []
+    assert await store.listed("chat", "ann", 10) == ["c1", "c2", "c3"]
+    assert await store.listed("chat", "bob", 10) == ["b1"]
+    assert await store.listed("other", "ann", 10) == ["o1"]
+    assert await store.listed("chat", "nobody", 10) == []
     assert await store.delete("c2")
-    assert await store.listed("chat", "ann") == ["c1", "c3"]
+    assert await store.listed("chat", "ann", 10) == ["c1", "c3"]
     assert await store.replace_object("c3", {"id": "c3", "metadata": {"k": "v"}})
     got = await store.get("c3")
     assert got is not None
@@ -188,9 +189,64 @@ async def test_an_owners_list_holds_its_answers_by_their_place_while_they_are_ke
     assert not await store.replace_object("c2", {"id": "c2"})
     for gone in ("c1", "c3", "b1", "o1"):
         await store.delete(gone)
-    assert await store.listed("chat", "ann") == []
+    assert await store.listed("chat", "ann", 10) == []
     if isinstance(store, MemoryStore):
         assert store._lists == {}  # a list holds nothing of what left the store
+    else:  # what a walk found gone is taken out of the list
+        assert isinstance(store, RedisStore)
+        client: Any = store._client
+        assert await client.zcard(store._list_key("chat", "ann")) == 0
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+@given(
+    places=st.lists(st.integers(0, 6), max_size=40),
+    data=st.data(),
+)
+@property_settings(100)
+def test_a_list_is_walked_from_its_cursors_as_the_whole_list_would_be_cut(
+    loop: str, redis_url: str, places: list[int], data: st.DataObject
+) -> None:
+    """``listed``: any count, order and cursors give what cutting the whole list (ids by
+    place, then id, as a Redis sorted set orders ties) would give, with what is gone left out
+    wherever it lies; a cursor naming no kept answer of the list is refused by name. On both
+    stores, each walk a step of its own (at most ``count`` ids walked)."""
+    ids = [f"a{n:02d}" for n in range(len(places))]
+    gone = data.draw(st.sets(st.sampled_from(ids)) if ids else st.just(set[str]()))
+    count = data.draw(st.integers(0, 45))
+    descending = data.draw(st.booleans())
+    cursor = st.none() | st.sampled_from([*ids, "other-owners"])
+    after, before = data.draw(cursor), data.draw(cursor)
+    order = [kept for _, kept in sorted(zip(places, ids, strict=True)) if kept not in gone]
+    if descending:
+        order.reverse()
+    expected: list[str] | str
+    if after is not None and after not in order:
+        expected = "after"
+    elif before is not None and before not in order:
+        expected = "before"
+    else:
+        start = 0 if after is None else order.index(after) + 1
+        stop = len(order) if before is None else order.index(before)
+        expected = order[start:stop][:count]
+
+    async def walk(store: ResponseStore) -> list[str] | str:
+        async with store:
+            for kept, place in zip(ids, places, strict=True):
+                await store.create(kept, "ann", {"id": kept}, listed_in="chat", listed_at=place)
+            await store.create("other-owners", "bob", {}, listed_in="chat", listed_at=1)
+            for left in gone:
+                await store.delete(left)
+            try:
+                return await store.listed(
+                    "chat", "ann", count, descending=descending, after=after, before=before
+                )
+            except UnknownCursor as exc:
+                return exc.param if exc.cursor == (after, before)[exc.param == "before"] else "?"
+
+    redis = RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:")
+    assert anyio.run(walk, MemoryStore(), backend=loop) == expected
+    assert anyio.run(walk, redis, backend=loop) == expected
 
 
 async def test_a_memory_list_forgets_what_expires_or_is_evicted() -> None:
@@ -201,9 +257,10 @@ async def test_a_memory_list_forgets_what_expires_or_is_evicted() -> None:
     await store.create("a", "ann", {"id": "a", "pad": "x" * 1500}, listed_in="chat")
     await store.create("b", "ann", {"id": "b", "pad": "x" * 1500}, listed_in="chat")
     await store.create("c", "ann", {"id": "c", "pad": "x" * 1500}, listed_in="chat")  # evicts a
-    assert await store.listed("chat", "ann") == ["b", "c"]
+    assert await store.listed("chat", "ann", 10) == ["b", "c"]
     assert store._lists == {("chat", "ann"): store._lists["chat", "ann"]}
-    assert set(store._lists["chat", "ann"]) == {"b", "c"}
+    assert set(store._lists["chat", "ann"].places) == {"b", "c"}
+    assert [kept for _, kept in store._lists["chat", "ann"].order] == ["b", "c"]
 
 
 async def test_keepalives_are_kept_as_one_template_and_replayed_numbered(

@@ -436,6 +436,56 @@ def test_a_stored_completions_metadata_is_kept_and_updated(proxy: str) -> None:
     assert answer.headers["allow"] == "GET, DELETE"
 
 
+def test_a_long_listing_is_read_a_page_at_a_time_whatever_its_filter_leaves(
+    served: tuple[str, ProxyApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key with many stored completions: a page reads about a page of them, not all; a
+    filter that keeps few is followed across the store's list to fill each page, in either
+    order; a cursor that names none of the key's completions is a 400 naming it."""
+    url, app = served
+    key = f"long-{uuid.uuid4().hex}"
+    with _client(url, key) as client:
+        made = [
+            client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": str(n)}],
+                store=True,
+                metadata={"pick": "yes"} if n % 9 == 4 else {},
+            ).id
+            for n in range(120)
+        ]
+        background = app.synth.background
+        assert background is not None
+        store, reads = background.store, [0]
+        read = store.read
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reads[0] += 1
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(store, "read", counted)
+        first = client.chat.completions.list(limit=3)
+        read_for_a_page = reads[0]
+        picked = list(client.chat.completions.list(limit=4, metadata={"pick": "yes"}))
+        newest = list(client.chat.completions.list(limit=5, order="desc", metadata={"pick": "yes"}))
+    with _client(url, f"other-{key}") as other:
+        theirs = _streamed(other, "not yours")
+    for cursor in ("after", "before"):
+        for wrong in ("chatcmpl-none", theirs):
+            refused = httpx.get(
+                f"{url}/v1/chat/completions?{cursor}={wrong}",
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["param"] == cursor
+    assert [completion.id for completion in first.data] == made[:3]
+    assert first.has_more
+    assert read_for_a_page <= 60  # the first walk's ids (at most 50) and a spare
+    tagged = [made[n] for n in range(120) if n % 9 == 4]
+    assert [completion.id for completion in picked] == tagged
+    assert [completion.id for completion in newest] == tagged[::-1]
+
+
 def test_a_store_failing_under_a_listing_is_a_503_saying_so(
     served: tuple[str, ProxyApp], monkeypatch: pytest.MonkeyPatch
 ) -> None:

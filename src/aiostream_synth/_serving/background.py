@@ -47,7 +47,7 @@ from aiostream_synth._engine.stream import SynthesizedStream
 from aiostream_synth._engine.tasks import TaskStarter
 from aiostream_synth._serving.answers import header_pairs, send_json
 from aiostream_synth._serving.asgi_types import SSE_HEADERS, Receive, Send
-from aiostream_synth._serving.pages import page
+from aiostream_synth._serving.pages import page, page_of, page_query, unknown_cursor
 from aiostream_synth._serving.pipeline import (
     ClientGone,
     DisconnectHook,
@@ -62,6 +62,7 @@ from aiostream_synth._store.base import (
     ResponseStore,
     StoredResponse,
     StoreUnavailable,
+    UnknownCursor,
     Write,
     with_keepalives,
 )
@@ -86,6 +87,9 @@ _NUMBERS_CHUNK = 10_000
 _REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
 _UNSTORED_KEPT = 10_000
+#: A listing walks its store's list this many ids at a time at least (its filters may leave
+#: few of them): about one round trip per page, not one per answer kept.
+_LIST_WALK = 50
 #: What an abandoned response's failure says (its process stopped before its end).
 _ABANDONED = (
     "The server generating this response stopped before it ended (its lease in the response "
@@ -1157,28 +1161,59 @@ class BackgroundResponses:
         send: Send,
     ) -> None:
         """``GET {path}``: a page of the caller's stored answers of the dialect, oldest first
-        by default, those its query's filters ask for (:meth:`Storage.matches`)."""
+        by default, those its query's filters ask for (:meth:`Storage.matches`). The store's
+        list is walked from the page's cursor, a page's worth of answers read at a time: a
+        page of a long list costs about a page."""
         name = storage.answers_list
         if name is None:
             raise ValueError(f"the {spec.name} dialect lists no stored answers")
         owner = owner_of(headers)
         try:
+            asked = page_query(query, "asc")
+        except RequestError as exc:
+            await _send_error(send, dialect_error(spec, exc))
+            return
+        filters = urllib.parse.parse_qs(query.decode("latin-1"))
+        wanted = asked.limit + 1  # one more tells whether more follow
+        found: list[dict[str, Any]] = []
+        after, walked = asked.after, False
+        try:
             # This process's queued writes first (a stream that just ended may be among them).
             for queued in [*self._pending, *self._in_flight]:
                 await self._until_written(queued)
-            objects = await self._read_objects(await self.store.listed(name, owner), owner)
+            while len(found) < wanted:
+                count = max(wanted - len(found), _LIST_WALK)
+                try:
+                    ids = await self.store.listed(
+                        name,
+                        owner,
+                        count,
+                        descending=asked.order == "desc",
+                        after=after,
+                        before=asked.before,
+                    )
+                except UnknownCursor as exc:
+                    if walked and exc.param == "after":
+                        break  # the walk's own cursor went meanwhile: the list ends there
+                    raise unknown_cursor(exc.param, exc.cursor) from None
+                objects = await self._read_objects(ids, owner)
+                found.extend(
+                    obj
+                    for obj in objects
+                    if isinstance(obj.get("id"), str)
+                    and storage.holds(obj)
+                    and storage.matches(obj, filters)
+                )
+                if len(ids) < count:
+                    break  # the list's end (or the cursor before)
+                after, walked = ids[-1], True
         except StoreUnavailable as exc:
             await self._store_failed(spec, send, "store read failed: %s", exc)
             return
-        filters = urllib.parse.parse_qs(query.decode("latin-1"))
-        kept = [
-            obj
-            for obj in objects
-            if isinstance(obj.get("id"), str)
-            and storage.holds(obj)
-            and storage.matches(obj, filters)
-        ]
-        await self._send_page(spec, send, kept, query, "asc")
+        except RequestError as exc:
+            await _send_error(send, dialect_error(spec, exc))
+            return
+        await send_json(send, 200, page_of(found[: asked.limit], len(found) > asked.limit))
 
     async def _read_objects(self, ids: list[str], owner: str) -> list[dict[str, Any]]:
         """The objects of the responses ``ids`` that are still kept, and ``owner``'s, in that

@@ -1,29 +1,49 @@
 """A page of a list, as OpenAI's list endpoints give it (``object: "list"``, ``data``,
-``first_id``, ``last_id``, ``has_more``), from the whole list and the request's query:
+``first_id``, ``last_id``, ``has_more``), and the request's query that asks for it:
 ``limit`` (1 to 100, 20 by default), ``order`` (``asc`` or ``desc``), ``after`` and ``before``
 (an item's id: the page starts after it, or ends before it, in that order). A wrong value is
 a :class:`~aiostream_synth._wire.errors.RequestError` naming its parameter; a query key of
-another kind (``include``) is ignored, as the items are listed as they were kept.
+another kind (``include``) is ignored, as the items are listed as they were kept. A list held
+whole (a stored answer's input) is paged by :func:`page`; a store's list is walked from its
+cursor by the store instead (:meth:`~aiostream_synth._store.base.ResponseStore.listed`).
 """
 
 from __future__ import annotations
 
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiostream_synth._wire.errors import RequestError
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "page"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "PageQuery",
+    "page",
+    "page_of",
+    "page_query",
+    "unknown_cursor",
+]
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 
 
-def page(
-    items: list[dict[str, Any]], query: bytes, default_order: Literal["asc", "desc"]
-) -> dict[str, Any]:
-    """The page of ``items`` (in ascending order, each with an ``id``) that ``query`` asks
-    for."""
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """What a list request asks for, checked: at most ``limit`` items, in ``order``, those
+    after the item ``after`` and before the item ``before`` in that order (ids, or None)."""
+
+    limit: int
+    order: Literal["asc", "desc"]
+    after: str | None
+    before: str | None
+
+
+def page_query(query: bytes, default_order: Literal["asc", "desc"]) -> PageQuery:
+    """The :class:`PageQuery` of a request's query string; a wrong value is a
+    :class:`RequestError` naming its parameter."""
     params = urllib.parse.parse_qs(query.decode("latin-1"))
 
     def last(name: str) -> str | None:
@@ -50,29 +70,47 @@ def page(
             param="order",
             code="invalid_value",
         )
-    ordered = items if order == "asc" else items[::-1]
-    ids = [item["id"] for item in ordered]
-    start, end = 0, len(ordered)
-    for name in ("after", "before"):
-        cursor = last(name)
-        if cursor is None:
-            continue
-        if cursor not in ids:
-            raise RequestError(
-                400,
-                f"Invalid '{name}': no item of this list has the id {cursor!r}.",
-                param=name,
-                code="invalid_value",
-            )
-        if name == "after":
-            start = max(start, ids.index(cursor) + 1)
-        else:
-            end = min(end, ids.index(cursor))
-    data = ordered[start:end][:limit] if start < end else []
+    return PageQuery(limit, "asc" if order == "asc" else "desc", last("after"), last("before"))
+
+
+def unknown_cursor(name: str, cursor: str) -> RequestError:
+    """The refusal of a cursor (``after``, ``before``) that names no item of the list."""
+    return RequestError(
+        400,
+        f"Invalid '{name}': no item of this list has the id {cursor!r}.",
+        param=name,
+        code="invalid_value",
+    )
+
+
+def page_of(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    """A list endpoint's answer: ``data``, its first and last ids, and whether more follow."""
     return {
         "object": "list",
         "data": data,
         "first_id": data[0]["id"] if data else None,
         "last_id": data[-1]["id"] if data else None,
-        "has_more": start + len(data) < end,
+        "has_more": has_more,
     }
+
+
+def page(
+    items: list[dict[str, Any]], query: bytes, default_order: Literal["asc", "desc"]
+) -> dict[str, Any]:
+    """The page of ``items`` (the whole list, in ascending order, each with an ``id``) that
+    ``query`` asks for."""
+    asked = page_query(query, default_order)
+    ordered = items if asked.order == "asc" else items[::-1]
+    ids = [item["id"] for item in ordered]
+    start, end = 0, len(ordered)
+    for name, cursor in (("after", asked.after), ("before", asked.before)):
+        if cursor is None:
+            continue
+        if cursor not in ids:
+            raise unknown_cursor(name, cursor)
+        if name == "after":
+            start = max(start, ids.index(cursor) + 1)
+        else:
+            end = min(end, ids.index(cursor))
+    data = ordered[start:end][: asked.limit] if start < end else []
+    return page_of(data, start + len(data) < end)

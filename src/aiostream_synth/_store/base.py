@@ -37,6 +37,7 @@ __all__ = [
     "ResponseStore",
     "StoreUnavailable",
     "StoredResponse",
+    "UnknownCursor",
     "Write",
     "with_keepalives",
 ]
@@ -48,6 +49,16 @@ KeepaliveTemplate = tuple[bytes, bytes]
 
 class StoreUnavailable(Exception):
     """The store could not be reached or refused the operation."""
+
+
+class UnknownCursor(LookupError):
+    """A list's cursor (:meth:`ResponseStore.listed`) names no response kept in that list."""
+
+    def __init__(self, param: str, cursor: str) -> None:
+        super().__init__(f"{param}={cursor!r} names no response of the list")
+        #: Which cursor it is (``after``, ``before``), and the id it named.
+        self.param = param
+        self.cursor = cursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +201,22 @@ class ResponseStore(Protocol):
         answered; None: now)."""
         ...
 
-    async def listed(self, name: str, owner: str) -> list[str]:
-        """The ids of ``owner``'s responses kept in list ``name``, by their place there
-        (oldest first; those gone since, deleted or expired, are left out, and one may go
-        before it is read)."""
+    async def listed(
+        self,
+        name: str,
+        owner: str,
+        count: int,
+        *,
+        descending: bool = False,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> list[str]:
+        """Up to ``count`` ids of ``owner``'s responses kept in list ``name``, by their place
+        there (oldest first, or newest first when ``descending``): those after the response
+        ``after`` and before the response ``before`` in that order, when given. Those gone,
+        deleted or expired, are left out (one may go before it is read). The work is that of
+        the ids walked, not of the whole list: a page of a long list costs a page.
+        :class:`UnknownCursor` when ``after`` or ``before`` is not a response kept in the list."""
         ...
 
     async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:

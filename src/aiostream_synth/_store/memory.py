@@ -11,6 +11,7 @@ process's own event loop (asyncio or trio).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections import OrderedDict
@@ -23,7 +24,13 @@ import anyio
 import orjson
 from anyio.abc import TaskStatus
 
-from aiostream_synth._store.base import KeepaliveTemplate, StoredResponse, Write, with_keepalives
+from aiostream_synth._store.base import (
+    KeepaliveTemplate,
+    StoredResponse,
+    UnknownCursor,
+    Write,
+    with_keepalives,
+)
 from aiostream_synth._wire.json import dumps_exact
 
 __all__ = ["MemoryStore"]
@@ -98,7 +105,7 @@ class MemoryStore:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         #: Each list of an owner's answers (name, owner): its ids and their places (a
         #: response leaves its list as it leaves the store).
-        self._lists: dict[tuple[str, str], dict[str, float]] = {}
+        self._lists: dict[tuple[str, str], _OwnerList] = {}
         self.bytes = 0
         #: Responses evicted to stay within ``max_bytes``, and expired after their TTL.
         self.evicted = 0
@@ -146,13 +153,22 @@ class MemoryStore:
         if listed_in is not None:
             entry.listed_in = listed_in
             at = time.time() if listed_at is None else listed_at
-            self._lists.setdefault((listed_in, owner), {})[response_id] = at
+            self._lists.setdefault((listed_in, owner), _OwnerList()).add(response_id, at)
         self._bound()
 
-    async def listed(self, name: str, owner: str) -> list[str]:
+    async def listed(
+        self,
+        name: str,
+        owner: str,
+        count: int,
+        *,
+        descending: bool = False,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> list[str]:
         self._expire()  # (an entry leaves its list as it goes)
-        listed = self._lists.get((name, owner), {})
-        return sorted(listed, key=listed.__getitem__)
+        listed = self._lists.get((name, owner)) or _OwnerList()
+        return listed.walk(count, descending, after, before)
 
     async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
         entry = self._live(response_id)
@@ -287,8 +303,8 @@ class MemoryStore:
         key = (entry.listed_in, entry.owner)
         listed = self._lists.get(key)
         if listed is not None:
-            listed.pop(response_id, None)
-            if not listed:
+            listed.remove(response_id)
+            if not listed.places:
                 del self._lists[key]
 
     async def end_abandoned(
@@ -356,3 +372,44 @@ class MemoryStore:
         else:
             self.expired += 1
             LOG.debug("store: %s expired after %g s", response_id, self.ttl_s)
+
+
+class _OwnerList:
+    """One owner's list of answers: each id's place, and the ids in order of (place, id), as
+    a Redis sorted set orders them (a cursor is found by bisection, not by a scan)."""
+
+    __slots__ = ("order", "places")
+
+    def __init__(self) -> None:
+        self.places: dict[str, float] = {}
+        self.order: list[tuple[float, str]] = []
+
+    def add(self, response_id: str, place: float) -> None:
+        self.remove(response_id)
+        self.places[response_id] = place
+        bisect.insort(self.order, (place, response_id))
+
+    def remove(self, response_id: str) -> None:
+        place = self.places.pop(response_id, None)
+        if place is not None:
+            del self.order[bisect.bisect_left(self.order, (place, response_id))]
+
+    def walk(
+        self, count: int, descending: bool, after: str | None, before: str | None
+    ) -> list[str]:
+        """See :meth:`MemoryStore.listed`."""
+        order, size = self.order, len(self.order)
+
+        def rank(param: str, cursor: str) -> int:
+            place = self.places.get(cursor)
+            if place is None:
+                raise UnknownCursor(param, cursor)
+            at = bisect.bisect_left(order, (place, cursor))
+            return size - 1 - at if descending else at
+
+        first = 0 if after is None else rank("after", after) + 1
+        stop = size if before is None else rank("before", before)
+        ranks = range(first, min(stop, first + count))
+        if descending:
+            return [order[size - 1 - at][1] for at in ranks]
+        return [order[at][1] for at in ranks]

@@ -53,6 +53,7 @@ from aiostream_synth._store.base import (
     KeepaliveTemplate,
     StoredResponse,
     StoreUnavailable,
+    UnknownCursor,
     Write,
     with_keepalives,
 )
@@ -197,18 +198,43 @@ return 1
 """
 
 
-#: An owner's list of answers, those gone (deleted, expired) taken out. KEYS: the list (a
-#: sorted set: ids by their place, when they were answered); ARGV: the prefix of a response
-#: hash's key. The ids still kept, oldest first.
+#: A walk along an owner's list of answers (a sorted set: ids by their place, when they were
+#: answered). KEYS: the list; ARGV: the prefix of a response hash's key, how many ids at most,
+#: "1" for newest first, the id to start after and the id to stop before ("" for none). The
+#: ids still kept after "ok", or the name of a cursor that is not a kept response of the list.
+#: Ids whose response is gone (deleted, expired) are skipped, and taken out once walked.
 _LISTED_SCRIPT = """
-local kept = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  if redis.call('EXISTS', ARGV[1] .. id) == 1 then
-    kept[#kept + 1] = id
-  else
-    redis.call('ZREM', KEYS[1], id)
-  end
+local key, prefix, count, desc = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local function rank(id)
+  if redis.call('EXISTS', prefix .. id) == 0 then return false end
+  if desc then return redis.call('ZREVRANK', key, id) end
+  return redis.call('ZRANK', key, id)
 end
+local at, stop = 0, redis.call('ZCARD', key)
+if ARGV[4] ~= '' then
+  local place = rank(ARGV[4])
+  if not place then return {'after'} end
+  at = place + 1
+end
+if ARGV[5] ~= '' then
+  local place = rank(ARGV[5])
+  if not place then return {'before'} end
+  stop = place
+end
+local kept, gone = {'ok'}, {}
+while at < stop and #kept <= count do
+  local last = math.min(stop, at + count + 1 - #kept) - 1
+  local ids
+  if desc then ids = redis.call('ZREVRANGE', key, at, last)
+  else ids = redis.call('ZRANGE', key, at, last) end
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    if redis.call('EXISTS', prefix .. id) == 1 then kept[#kept + 1] = id
+    else gone[#gone + 1] = id end
+  end
+  at = last + 1
+end
+for _, id in ipairs(gone) do redis.call('ZREM', key, id) end
 return kept
 """
 
@@ -439,15 +465,38 @@ class RedisStore:
         pipe.zadd(key, {response_id: time.time() if at is None else at})
         pipe.expire(key, self._ttl)
 
-    async def listed(self, name: str, owner: str) -> list[str]:
+    async def listed(
+        self,
+        name: str,
+        owner: str,
+        count: int,
+        *,
+        descending: bool = False,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> list[str]:
+        arguments = [
+            self._key_prefixes[0],
+            str(count),
+            "1" if descending else "0",
+            after or "",
+            before or "",
+        ]
         try:
             with anyio.fail_after(self.timeout_s):
-                ids = await self._client.eval(
-                    _LISTED_SCRIPT, [self._list_key(name, owner)], [self._key_prefixes[0]]
+                reply = await self._client.eval(
+                    _LISTED_SCRIPT, [self._list_key(name, owner)], arguments
                 )
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
-        return [_bytes(kept).decode() for kept in ids] if isinstance(ids, list) else []
+        if not isinstance(reply, list) or not reply:
+            raise StoreUnavailable(f"{self!r}: a list's walk answered {reply!r}")
+        status, *ids = [_bytes(part).decode() for part in reply]
+        if status == "after":
+            raise UnknownCursor("after", after or "")
+        if status == "before":
+            raise UnknownCursor("before", before or "")
+        return ids
 
     async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
         try:
