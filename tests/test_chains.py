@@ -3,6 +3,7 @@ conversation is put in front of the new input before the backend, or a bridge, s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
 
 from .support.fake_chat_upstream import ANSWER, FakeChatUpstream
+from .support.redis_server import redis_server
 from .support.servers import serve
 
 
@@ -218,6 +220,31 @@ def test_a_streamed_response_is_stored_from_its_start_under_its_own_id() -> None
     assert after.output_text == "streamed"
     assert replay.status_code == 400
     assert replay.json()["error"]["param"] == "stream"
+
+
+@pytest.mark.parametrize(("server", "store"), [("uvicorn", "memory"), ("hypercorn-trio", "redis")])
+def test_a_stream_that_waits_past_the_stores_ttl_keeps_its_answer(server: str, store: str) -> None:
+    """A streamed response writes nothing while it waits, so its record, kept from its start,
+    expires one TTL later: its end writes it whole again (its input included), so the answer
+    is retrieved, listed and continued as any other. The wait is the TTL's own (real time)."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(redis_server())[0] if store == "redis" else "memory"
+        app = ProxyApp(ProxyConfig(keepalive_s=0.1, store=url, store_ttl_s=1.0))
+        base = stack.enter_context(serve(app, server, lifespan=True))
+        client = stack.enter_context(
+            openai.OpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0, timeout=60)
+        )
+        with client.responses.stream(model="m", input="patient [delay:2.5]") as stream:
+            final = stream.get_final_response()
+        kept = client.responses.retrieve(final.id)
+        items = client.responses.input_items.list(final.id)
+        follow_up = client.responses.create(
+            model="m", input="and then", previous_response_id=final.id
+        )
+    assert (kept.status, kept.output_text) == ("completed", final.output_text)
+    listed = [item.model_dump(mode="json") for item in items.data]
+    assert [item["content"][0]["text"] for item in listed] == ["patient [delay:2.5]"]
+    assert follow_up.status == "completed"
 
 
 def test_a_stream_its_client_left_leaves_no_record() -> None:

@@ -96,7 +96,7 @@ async def start_kept(
     response_id: str,
     owner: str,
     obj: dict[str, Any],
-    input_items: list[Any] | None,
+    input_items: list[Any] | bytes | None,
 ) -> bool:
     """A streamed response's record, from its start (``obj``: as it stands then, with its
     whole input); False when the store failed (logged)."""

@@ -76,12 +76,13 @@ class Keep:
         self.fields = storage.kept_fields(body) if self.stored else {}
         self.last_write: bytes | None = None
         self.response_id: str | None = None
-        #: The stream's dialect (its final object is asked of it), and whether the response
-        #: was kept from its start (else only once it ended, if it did).
+        #: The stream's dialect (its final object is asked of it), and when the response was
+        #: kept from its start (monotonic seconds; None: kept only once it ended, if it did).
         self.dialect: StreamDialect | None = None
-        self.created = False
-        #: The input of one kept only once it ended, serialized meanwhile (a waiting stream
-        #: holds no tree of its request's objects).
+        self.created: float | None = None
+        #: Its input, serialized (a waiting stream holds no tree of its request's objects):
+        #: written with its end when it was not kept from its start, or its record may have
+        #: expired meanwhile (the store's bytes themselves when it keeps them).
         self.input_json: bytes | None = None
         self.send: Send | None = None  # the server's, once watched
 
@@ -115,18 +116,18 @@ class Keep:
         response_id = self.response_id = storage.new_id()
         background = self.background
         record = storage.in_progress(response_id)
+        if self.input_items is not None:
+            self.input_json = dumps_exact(self.input_items)
         if record is not None:
-            self.created = True
+            self.created = time.monotonic()
             if background.writes_behind:  # no round trip before the stream starts
                 # Serialized now: a wave queues compact strings for the writer (see Creation).
-                creation = Creation.serialized(self.owner, record, self.input_items)
+                creation = Creation(self.owner, dumps_exact(record), self.input_json)
                 background.keep_later(response_id, creation)
             elif not await start_kept(
-                background.store, response_id, self.owner, record, self.input_items
+                background.store, response_id, self.owner, record, self.input_json
             ):
                 background.store_failures += 1
-        elif self.input_items is not None:
-            self.input_json = dumps_exact(self.input_items)
         self.input_items = None
         dialect = storage.stored_dialect(
             prepared, settings, response_id, background=False, fields=self.fields
@@ -160,8 +161,12 @@ class Keep:
         # The object as the stream's end carries it (with self.fields): stored without a parse.
         obj = self.storage.final_object_json(dialect, self.last_write)
         self.dialect = None
-        creation = None
-        if not self.created and obj is not None:  # kept only now that it ended
+        creation, created = None, self.created
+        # A record kept from the start expires one TTL after its creation (a stream that is
+        # not background writes nothing while it waits): after half of one, the end writes
+        # it whole again, so that a long wait never loses the answer.
+        lapsing = created is not None and time.monotonic() - created >= background.store.ttl_s / 2
+        if (created is None or lapsing) and obj is not None:
             listed_in = self.storage.answers_list
             # Listed as of now: its creation may reach the store after later answers'.
             creation = Creation(
@@ -170,10 +175,10 @@ class Keep:
         if background.writes_behind:
             if obj is not None:
                 background.finish_later(response_id, obj, creation)
-            elif self.created:
+            elif created is not None:
                 await background.forget(response_id)
             return
-        if obj is None and not self.created:
+        if obj is None and created is None:
             return  # nothing of it was kept
         if not await finish_kept(background.store, response_id, obj, creation):
             background.store_failures += 1

@@ -173,6 +173,9 @@ class ResponseStore(Protocol):
     #: in other processes see keepalives that much later, and the TTL of a waiting response
     #: is renewed that much later (the numbers of thousands of responses are one call).
     progress_every_s: float
+    #: Seconds a response is kept after its last write (a waiting background response's
+    #: keepalive numbers renew it).
+    ttl_s: float
 
     async def __aenter__(self) -> Any: ...
 
