@@ -512,6 +512,21 @@ async def test_keepalives_renew_a_waiting_responses_ttl_once_a_quarter_ttl(redis
         assert 350 < ttl["r2"] <= 400
 
 
+async def test_only_a_background_response_is_followed_for_renewals(redis_url: str) -> None:
+    """A response kept as it streams sends no keepalive numbers, so nothing would ever renew
+    it: the Redis store holds no renewal time for it (one fewer entry per waiting stream)."""
+    async with RedisStore(redis_url, prefix=f"t{uuid.uuid4().hex}:") as store:
+        await store.append_many(
+            {
+                "kept": Write(Creation("o", {"id": "kept"}), []),
+                "bg": Write(Creation("o", {"id": "bg"}, background=True), [(0, A)]),
+            }
+        )
+        assert set(store._renew_at) == {"bg"}
+        await store.append_many({"bg": Write(None, [(1, B)], {"id": "bg"}, done=True)})
+        assert store._renew_at == {}
+
+
 @pytest.mark.parametrize("odd_id", [None, "with space"], ids=["ids of ours", "an id with a space"])
 async def test_keepalive_numbers_of_many_responses_reach_the_hash(
     redis_url: str, odd_id: str | None

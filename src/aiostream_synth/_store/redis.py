@@ -717,7 +717,10 @@ class RedisStore:
             progress[response_id] = write.last
         renew = bool(fields or runs) or now >= self._renew_at.get(response_id, now)
         _packed(parts, response_id.encode(), fields, runs, renew, write.done)
-        if renew and not write.done:
+        # Renewed later by its keepalive numbers, which only a background response sends (a
+        # response kept as it streams writes nothing more until its end).
+        waits = creation is None or creation.background
+        if renew and waits and not write.done:
             later = self._renew_at[response_id] = now + self._ttl * _RENEW_FRACTION
             self._renew_from = min(self._renew_from, later)
 
