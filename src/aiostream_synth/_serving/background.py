@@ -515,6 +515,8 @@ class BackgroundResponses:
         self._tasks: TaskStarter | None = None
         #: Set once this process's lease is first taken (or the store failed to give it).
         self._lease_taken: anyio.Event | None = None
+        #: The monotonic second of the latest stream kept from its start (see :meth:`now_mark`).
+        self._mark = float("-inf")
 
     @property
     def generating(self) -> int:
@@ -522,6 +524,14 @@ class BackgroundResponses:
         return len(self._live)
 
     # -- responses kept as they stream (not background) -----------------------------------------
+    def now_mark(self) -> float:
+        """Monotonic now, to within a second: one float object shared by every stream kept
+        within that second (a wave of thousands holds one, not one each)."""
+        now = time.monotonic()
+        if now - self._mark >= 1.0:
+            self._mark = now
+        return self._mark
+
     @property
     def writes_behind(self) -> bool:
         """Whether writes can be queued for the writer task (the lifespan runs it)."""

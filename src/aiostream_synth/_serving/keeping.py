@@ -119,7 +119,7 @@ class Keep:
         if self.input_items is not None:
             self.input_json = dumps_exact(self.input_items)
         if record is not None:
-            self.created = time.monotonic()
+            self.created = background.now_mark()  # (up to a second early: lapses sooner)
             if background.writes_behind:  # no round trip before the stream starts
                 # Serialized now: a wave queues compact strings for the writer (see Creation).
                 creation = Creation(self.owner, dumps_exact(record), self.input_json)
