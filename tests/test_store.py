@@ -249,6 +249,31 @@ def test_a_list_is_walked_from_its_cursors_as_the_whole_list_would_be_cut(
     assert anyio.run(walk, redis, backend=loop) == expected
 
 
+async def test_an_update_leaves_a_responses_ttl_as_it_was(redis_url: str) -> None:
+    """``replace_object`` changes what a response carries, not how long it is kept: on both
+    stores it expires when it would have, so it never outlives its place in its owner's list
+    (which lives as long as the latest answer added to it)."""
+    now = [0.0]
+    memory = MemoryStore(ttl_s=10, clock=lambda: now[0])
+    await memory.create("c", "ann", {"id": "c"}, listed_in="chat", listed_at=1.0)
+    now[0] = 9.0
+    assert await memory.replace_object("c", {"id": "c", "metadata": {"k": "v"}})
+    now[0] = 10.5
+    assert await memory.get("c") is None
+    assert await memory.listed("chat", "ann", 10) == []
+    prefix = f"t{uuid.uuid4().hex}:"
+    async with RedisStore(redis_url, prefix=prefix, ttl_s=400) as redis:
+        await redis.create("c", "ann", {"id": "c"}, listed_in="chat", listed_at=1.0)
+        client: Any = redis._client
+        await client.expire(f"{prefix}r:c", 50)  # as if time had passed on the server
+        assert await redis.replace_object("c", {"id": "c", "metadata": {"k": "v"}})
+        assert 0 < await client.ttl(f"{prefix}r:c") <= 50
+        assert await client.ttl(redis._list_key("chat", "ann")) > 350
+        got = await redis.get("c")
+        assert got is not None
+        assert got.object["metadata"] == {"k": "v"}
+
+
 async def test_a_memory_list_forgets_what_expires_or_is_evicted() -> None:
     now = [0.0]
     store = MemoryStore(max_bytes=4500, ttl_s=10, clock=lambda: now[0])  # two entries

@@ -224,7 +224,8 @@ class ResponseStore(Protocol):
 
     async def replace_object(self, response_id: str, obj: dict[str, Any]) -> bool:
         """Replace an ended response's object (an update of what it carries); whether it was
-        there to replace."""
+        there to replace. Its TTL is not renewed: it expires when it would have (and so never
+        outlives its place in its owner's list)."""
         ...
 
     async def get(self, response_id: str) -> StoredResponse | None:

@@ -238,13 +238,12 @@ for _, id in ipairs(gone) do redis.call('ZREM', key, id) end
 return kept
 """
 
-#: An ended response's object replaced, if it is still kept. KEYS: its hash, its stream;
-#: ARGV: the object, the TTL. 1: replaced.
+#: An ended response's object replaced, if it is still kept, its TTL left as it is (a
+#: response never outlives its place in its owner's list). KEYS: its hash; ARGV: the object.
+#: 1: replaced.
 _REPLACE_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'object', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
 return 1
 """
 
@@ -502,7 +501,7 @@ class RedisStore:
         try:
             with anyio.fail_after(self.timeout_s):
                 replaced = await self._client.eval(
-                    _REPLACE_SCRIPT, list(self._keys(response_id)), [orjson.dumps(obj), self._ttl]
+                    _REPLACE_SCRIPT, [self._keys(response_id)[0]], [orjson.dumps(obj)]
                 )
         except _FAILURES as exc:
             raise StoreUnavailable(f"{self!r}: {exc}") from None
