@@ -87,8 +87,8 @@ _NUMBERS_CHUNK = 10_000
 _REMOTE_CANCEL_S = 10.0
 #: How many responses with a lost store write are remembered (to answer 503, not 404).
 _UNSTORED_KEPT = 10_000
-#: A listing walks its store's list this many ids at a time at least (its filters may leave
-#: few of them): about one round trip per page, not one per answer kept.
+#: A listing's walk along its store's list after the first (which asks for exactly a page
+#: and one): at least this many ids, as the filters left the page short.
 _LIST_WALK = 50
 #: What an abandoned response's failure says (its process stopped before its end).
 _ABANDONED = (
@@ -1192,7 +1192,9 @@ class BackgroundResponses:
             for queued in [*self._pending, *self._in_flight]:
                 await self._until_written(queued)
             while len(found) < wanted:
-                count = max(wanted - len(found), _LIST_WALK)
+                count = wanted - len(found)
+                if walked:
+                    count = max(count, _LIST_WALK)
                 try:
                     ids = await self.store.listed(
                         name,
