@@ -152,5 +152,8 @@ def bench(session: nox.Session) -> None:
     session.run("python", str(bench / "bench_admission.py"), "--quick")
     session.run("python", str(bench / "bench_replay.py"), "--replays", "50", "--rounds", "1")
     session.run(
+        "python", str(bench / "bench_listing.py"), "--sizes", "100", "1000", "--rounds", "1"
+    )
+    session.run(
         "python", str(bench / "bench_load.py"), "--quick", "--out", str(bench / "results" / "quick")
     )
