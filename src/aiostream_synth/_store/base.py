@@ -86,8 +86,9 @@ class StoredResponse:
 @dataclass(frozen=True, slots=True)
 class Creation:
     """A response to start keeping before the events of the same write (see ``append_many``),
-    under an id never used before (unlike :meth:`ResponseStore.create`, nothing kept under it
-    is replaced)."""
+    under an id never used before, or again under its own when its record may have expired
+    (a stream's end after a long wait: every field is written again, so a store may write
+    them over what it still keeps rather than delete it first)."""
 
     owner: str
     #: Its object so far, or that object serialized as JSON.
