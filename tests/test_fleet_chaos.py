@@ -26,7 +26,7 @@ from .support.cli_server import wait_until_healthy
 from .support.fake_upstream import FakeUpstream
 from .support.properties import property_settings
 from .support.redis_server import redis_command, require_redis, until_redis_answers
-from .support.servers import free_port, serve
+from .support.servers import free_ports, serve
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -124,7 +124,7 @@ def _fleet(upstream: FakeUpstream) -> Iterator[tuple[_Process, _Process, _Proces
     """Redis, replica one (the chaos kills it) and replica two (the clients' retries go there),
     in front of the counting ``upstream``; replica two's URL."""
     with serve(upstream, "uvicorn") as upstream_url, tempfile.TemporaryDirectory() as data:
-        redis_port, one_port, two_port = free_port(), free_port(), free_port()
+        redis_port, one_port, two_port = free_ports(3)
         store = f"redis://127.0.0.1:{redis_port}/0"
         redis = _redis(redis_port, data)
         one = _replica(one_port, store, f"{upstream_url}/v1")

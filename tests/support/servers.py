@@ -30,6 +30,17 @@ def free_port() -> int:
         return port
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` free ports, all different: held together while they are chosen (one after
+    the other, a port closed may be the next one given, and two servers then share a port:
+    the second's health check answered by the first)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
 def _wait_listening(port: int, thread: threading.Thread) -> None:
     """Until the server's port takes a connection, or its thread ended (it failed to start).
     No deadline of its own: on a loaded machine a start takes what it takes, and the test's
