@@ -1183,7 +1183,7 @@ class BackgroundResponses:
         except RequestError as exc:
             await _send_error(send, dialect_error(spec, exc))
             return
-        filters = urllib.parse.parse_qs(query.decode("latin-1"))
+        filters = asked.params
         wanted = asked.limit + 1  # one more tells whether more follow
         found: list[dict[str, Any]] = []
         after, walked = asked.after, False

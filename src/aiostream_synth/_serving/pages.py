@@ -11,7 +11,8 @@ cursor by the store instead (:meth:`~aiostream_synth._store.base.ResponseStore.l
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiostream_synth._wire.errors import RequestError
@@ -33,12 +34,14 @@ MAX_LIMIT = 100
 @dataclass(frozen=True, slots=True)
 class PageQuery:
     """What a list request asks for, checked: at most ``limit`` items, in ``order``, those
-    after the item ``after`` and before the item ``before`` in that order (ids, or None)."""
+    after the item ``after`` and before the item ``before`` in that order (ids, or None);
+    ``params`` is the whole query, parsed (each key's values, for a list's own filters)."""
 
     limit: int
     order: Literal["asc", "desc"]
     after: str | None
     before: str | None
+    params: Mapping[str, list[str]] = field(default_factory=dict, compare=False)
 
 
 def page_query(query: bytes, default_order: Literal["asc", "desc"]) -> PageQuery:
@@ -70,7 +73,8 @@ def page_query(query: bytes, default_order: Literal["asc", "desc"]) -> PageQuery
             param="order",
             code="invalid_value",
         )
-    return PageQuery(limit, "asc" if order == "asc" else "desc", last("after"), last("before"))
+    direction: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
+    return PageQuery(limit, direction, last("after"), last("before"), params)
 
 
 def unknown_cursor(name: str, cursor: str) -> RequestError:
