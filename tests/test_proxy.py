@@ -771,6 +771,51 @@ async def test_a_waiting_stream_holds_none_of_its_requests_scope(
     assert referrers == []
 
 
+async def test_a_resume_reader_holds_none_of_its_requests_scope() -> None:
+    """A reader of a stored response's stream (``GET /v1/responses/{id}?stream=true``) may
+    wait on it for minutes, as its creator's stream does: it keeps none of its request's scope
+    either (nor does the log line written when it ends)."""
+    app = _proxy(store="memory")
+    creator = OneRequest(json.dumps(_responses("x [delay:3600]", background=True)).encode())
+    response_id: list[str] = []
+    reading = anyio.Event()
+
+    async def created(message: MutableMapping[str, Any]) -> None:
+        body = message.get("body", b"")
+        if message["type"] == "http.response.body" and b'"id":"resp_' in body and not response_id:
+            response_id.append(body.split(b'"id":"', 1)[1].split(b'"', 1)[0].decode())
+
+    async def read(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            reading.set()
+
+    lifespan = Lifespan(app)
+    with anyio.fail_after(10):
+        async with lifespan.to_app, lifespan.from_app, anyio.create_task_group() as group:
+            group.start_soon(lifespan.run)
+            await lifespan.say("startup")
+            async with anyio.create_task_group() as requests:
+                requests.start_soon(app, dict(_RESPONSES_SCOPE), creator.receive, created)
+                await anyio.wait_all_tasks_blocked()
+                assert response_id, "the background response's id was not sent"
+                held = [
+                    {
+                        **_RESPONSES_SCOPE,
+                        "method": "GET",
+                        "path": f"/v1/responses/{response_id[0]}",
+                        "query_string": b"stream=true&starting_after=0",
+                    }
+                ]
+                reader = OneRequest(b"")
+                requests.start_soon(app, held[0], reader.receive, read)
+                await reading.wait()  # its replay is out: it waits for the live events
+                await anyio.wait_all_tasks_blocked()
+                referrers = [type(r).__name__ for r in gc.get_referrers(held[0]) if r is not held]
+                requests.cancel_scope.cancel()
+            group.cancel_scope.cancel()  # the lifespan, and the background response's recorder
+    assert referrers == []
+
+
 def test_upstream_max_connections_is_checked_and_reaches_the_upstream_client() -> None:
     with pytest.raises(ValueError, match="max_connections"):
         UpstreamBackend("http://upstream/v1", max_connections=0)

@@ -287,7 +287,9 @@ class ProxyApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         spec = self._dialect_post(scope)
         if spec is None:
-            await self._answer(scope, receive, send)
+            answering = self._answer(scope, receive, send)
+            del scope  # a resume reader streams long: its frames keep none of the scope
+            await answering
             return
         # A dialect's POST, served and recorded in this frame: a waiting stream's task resumes
         # every coroutine frame above the engine on each tick.
@@ -333,16 +335,21 @@ class ProxyApp:
                 status = message["status"]
             await send(message)
 
+        # What the log line needs of the scope: a resume reader's frames keep none of it.
+        method, path = scope["method"], scope["path"]
+        client, forwarded_for = _client(scope), _forwarded_for(scope)
+        answering = self._answer_http(scope, receive, noting_status)
+        del scope
         try:
-            await self._answer_http(scope, receive, noting_status)
+            await answering
         finally:
             if status >= 400 or not status:  # refusals are logged; probes that succeed are not
                 LOG.info(
                     "request method=%s path=%s client=%s forwarded_for=%s status=%s",
-                    scope["method"],
-                    scope["path"],
-                    _client(scope),
-                    _forwarded_for(scope),
+                    method,
+                    path,
+                    client,
+                    forwarded_for,
                     status or "-",
                 )
 
@@ -382,7 +389,9 @@ class ProxyApp:
         if method == "GET" and path in ("/v1/models", "/models"):
             await self._models(scope, send)
             return
-        await self.synth(scope, receive, send)
+        answering = self.synth(scope, receive, send)
+        del scope  # the app's frame keeps what it needs of it (a resume reader streams long)
+        await answering
 
     def _store_figures(self) -> StoreFigures | None:
         background = self.synth.background

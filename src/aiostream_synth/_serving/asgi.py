@@ -242,7 +242,7 @@ class SynthesizingApp:
         )
         if stored is not None and self.background is not None:
             spec, storage, response_id, action = stored
-            await self.background.answer(
+            answering = self.background.answer(
                 spec,
                 storage,
                 response_id,
@@ -253,6 +253,8 @@ class SynthesizingApp:
                 receive,
                 send,
             )
+            del scope  # a resume reader may stream for minutes: it keeps none of the scope
+            await answering
             return
         if spec is None:
             await send_json(
