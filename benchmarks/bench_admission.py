@@ -4,7 +4,9 @@ head with the first keepalive), against the lean server alone in the same rounds
 
 A wave of N streaming Responses requests is fed to the lean server's own connection objects
 (``_proxy/lean_http.py``) over in-memory transports, ``batch`` requests per loop turn as a
-server reads a wave, on uvloop when installed, with ``serve``'s collector settings. What the
+server reads a wave, on uvloop when installed, with ``serve``'s collector settings and its pacer
+(``--unpaced``: without the pacer; each round says how much of the admission was the
+collector's). What the
 kernel, the load client and their noise add to ``bench_load.py``'s "server CPU µs per request,
 wave" column is out of the figure: what is left is the Python path a request takes.
 
@@ -18,6 +20,7 @@ Rows (each in a subprocess of its own, alternated round after round, medians rep
     python benchmarks/bench_admission.py                 # N=5000, 5 rounds
     python benchmarks/bench_admission.py --quick         # N=1000, one round
     python benchmarks/bench_admission.py --rows floor kept --rounds 9 --profile /tmp/adm
+    python benchmarks/bench_admission.py --rows kept --unpaced   # the collector runs in the wave
 """
 
 from __future__ import annotations
@@ -37,14 +40,16 @@ ROWS = ("floor", "nostore", "kept")
 INTERVAL = 4.0
 
 
-def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
+def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dict[str, Any]:
     """One row: CPU µs per request to admit the wave, and per stream for its first write."""
     import asyncio
     import cProfile
+    import gc
 
     from aiostream_synth._proxy import lean_http
     from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-    from aiostream_synth._proxy.serve import _tune_garbage_collector, _warm_up
+    from aiostream_synth._proxy.collector import tune_collector
+    from aiostream_synth._proxy.serve import _warm_up
 
     class Transport(asyncio.Transport):
         """Counts the streams' first writes (``expected`` of them set ``all_written``);
@@ -101,7 +106,10 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
         floor_app if row == "floor" else ProxyApp(ProxyConfig(keepalive_s=INTERVAL, store=store))
     )
     _warm_up()
-    _tune_garbage_collector()  # as serve does once the app is built
+    pacer = tune_collector()  # as serve does once the app is built
+    if pacer is not None and not paced:
+        pacer.stop()
+        pacer = None
     # The request bench_load.py's streams send (its backend answers long after this run).
     request = request_bytes(RESPONSES_WIRE, RESPONSES_WIRE.body("bench [delay:60]"))
 
@@ -132,6 +140,16 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
+        collected: list[float] = []  # the collector's runs in the wave: seconds each
+        began: list[float] = []
+
+        def collector(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                began.append(time.process_time())
+            elif began:
+                collected.append(time.process_time() - began.pop())
+
+        gc.callbacks.append(collector)
         start, cpu0 = time.monotonic(), time.process_time()
         for k in range(n):
             open_one()
@@ -139,6 +157,7 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
                 await asyncio.sleep(0)
         await quiet()
         cpu1, admitted_s = time.process_time(), time.monotonic() - start
+        gc.callbacks.remove(collector)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile}-{row}-admission.pstats")
@@ -157,17 +176,22 @@ def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
         return {
             "row": row,
             "admission_us": (cpu1 - cpu0) * 1e6 / n,
+            "collector_us": sum(collected) * 1e6 / n,
+            "collections": len(collected),
             "first_write_us": (cpu3 - cpu2) * 1e6 / n,
             "admitted_s": admitted_s,
             "early_writes": early,
         }
 
     try:
-        import uvloop
-
+        try:
+            import uvloop
+        except ImportError:
+            return asyncio.run(run())
         return uvloop.run(run())
-    except ImportError:
-        return asyncio.run(run())
+    finally:
+        if pacer is not None:
+            pacer.stop()
 
 
 def main() -> None:
@@ -182,12 +206,17 @@ def main() -> None:
         metavar="PREFIX",
         help="cProfile each row's admission into PREFIX-<row>-admission.pstats",
     )
+    parser.add_argument(
+        "--unpaced",
+        action="store_true",
+        help="without serve's collector pacer (automatic collection runs during the wave too)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.n, args.rounds = 1000, 1
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.batch, args.profile)))
+        print(json.dumps(child(args.child, args.n, args.batch, args.profile, not args.unpaced)))
         return
     for row in args.rows:
         if row not in ROWS:
@@ -201,13 +230,17 @@ def main() -> None:
             command += ["--batch", str(args.batch)]
             if args.profile:
                 command += ["--profile", args.profile]
+            if args.unpaced:
+                command.append("--unpaced")
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             for key in ("admission_us", "first_write_us"):
                 figures[row][key].append(result[key])
             print(
                 f"round {round_number + 1} {row}: admission {result['admission_us']:.1f} µs, "
-                f"first write {result['first_write_us']:.1f} µs per request "
+                f"first write {result['first_write_us']:.1f} µs per request, "
+                f"of which collector {result['collector_us']:.1f} µs "
+                f"({result['collections']} collections) "
                 f"(wave admitted in {result['admitted_s']:.2f} s, "
                 f"{result['early_writes']} first writes during it)"
             )

@@ -24,10 +24,8 @@ async def read_body(receive: Callable[[], Any]) -> bytes | None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free port (several that must differ: :func:`free_ports`)."""
+    return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
@@ -38,7 +36,7 @@ def free_ports(count: int) -> list[int]:
         sockets = [held.enter_context(socket.socket()) for _ in range(count)]
         for sock in sockets:
             sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def _wait_listening(port: int, thread: threading.Thread) -> None:
