@@ -4,9 +4,9 @@ head with the first keepalive), against the lean server alone in the same rounds
 
 A wave of N streaming Responses requests is fed to the lean server's own connection objects
 (``_proxy/lean_http.py``) over in-memory transports, ``batch`` requests per loop turn as a
-server reads a wave, on uvloop when installed, with ``serve``'s collector settings and its pacer
-(``--unpaced``: without the pacer; each round says how much of the admission was the
-collector's). What the
+server reads a wave, on uvloop when installed, with ``serve``'s collector settings; each round
+says how much of the admission was the collector's, how much it spent after the wave (until the
+first writes were done), and what the wave left for the next middle-generation collection. What the
 kernel, the load client and their noise add to ``bench_load.py``'s "server CPU µs per request,
 wave" column is out of the figure: what is left is the Python path a request takes.
 
@@ -20,7 +20,6 @@ Rows (each in a subprocess of its own, alternated round after round, medians rep
     python benchmarks/bench_admission.py                 # N=5000, 5 rounds
     python benchmarks/bench_admission.py --quick         # N=1000, one round
     python benchmarks/bench_admission.py --rows floor kept --rounds 9 --profile /tmp/adm
-    python benchmarks/bench_admission.py --rows kept --unpaced   # the collector runs in the wave
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ ROWS = ("floor", "nostore", "kept")
 INTERVAL = 4.0
 
 
-def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dict[str, Any]:
+def child(row: str, n: int, batch: int, profile: str | None) -> dict[str, Any]:
     """One row: CPU µs per request to admit the wave, and per stream for its first write."""
     import asyncio
     import cProfile
@@ -48,8 +47,7 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
 
     from aiostream_synth._proxy import lean_http
     from aiostream_synth._proxy.app import ProxyApp, ProxyConfig
-    from aiostream_synth._proxy.collector import tune_collector
-    from aiostream_synth._proxy.serve import _warm_up
+    from aiostream_synth._proxy.serve import _tune_garbage_collector, _warm_up
 
     class Transport(asyncio.Transport):
         """Counts the streams' first writes (``expected`` of them set ``all_written``);
@@ -106,10 +104,7 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
         floor_app if row == "floor" else ProxyApp(ProxyConfig(keepalive_s=INTERVAL, store=store))
     )
     _warm_up()
-    pacer = tune_collector()  # as serve does once the app is built
-    if pacer is not None and not paced:
-        pacer.stop()
-        pacer = None
+    _tune_garbage_collector()  # as serve does once the app is built
     # The request bench_load.py's streams send (its backend answers long after this run).
     request = request_bytes(RESPONSES_WIRE, RESPONSES_WIRE.body("bench [delay:60]"))
 
@@ -140,7 +135,7 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
-        collected: list[float] = []  # the collector's runs in the wave: seconds each
+        collected: list[float] = []  # the collector's runs from the wave on: seconds each
         began: list[float] = []
 
         def collector(phase: str, info: dict[str, int]) -> None:
@@ -157,7 +152,7 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
                 await asyncio.sleep(0)
         await quiet()
         cpu1, admitted_s = time.process_time(), time.monotonic() - start
-        gc.callbacks.remove(collector)
+        in_wave, collections = sum(collected), len(collected)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile}-{row}-admission.pstats")
@@ -169,6 +164,12 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
         if Transport.written < Transport.expected:
             await Transport.all_written.wait()
         cpu3 = time.process_time()
+        gc.callbacks.remove(collector)
+        after_wave = sum(collected) - in_wave  # until the first writes were done
+        # What the wave left in the middle generation: its next collection walks it.
+        cpu4 = time.process_time()
+        gc.collect(1)
+        middle_left = time.process_time() - cpu4
         for conn in conns:
             conn.connection_lost(None)
         await quiet()
@@ -176,22 +177,21 @@ def child(row: str, n: int, batch: int, profile: str | None, paced: bool) -> dic
         return {
             "row": row,
             "admission_us": (cpu1 - cpu0) * 1e6 / n,
-            "collector_us": sum(collected) * 1e6 / n,
-            "collections": len(collected),
+            "collector_us": in_wave * 1e6 / n,
+            "collections": collections,
+            "collector_after_us": after_wave * 1e6 / n,
+            "middle_left_us": middle_left * 1e6 / n,
             "first_write_us": (cpu3 - cpu2) * 1e6 / n,
             "admitted_s": admitted_s,
             "early_writes": early,
         }
 
     try:
-        try:
-            import uvloop
-        except ImportError:
-            return asyncio.run(run())
+        import uvloop
+
         return uvloop.run(run())
-    finally:
-        if pacer is not None:
-            pacer.stop()
+    except ImportError:
+        return asyncio.run(run())
 
 
 def main() -> None:
@@ -206,17 +206,12 @@ def main() -> None:
         metavar="PREFIX",
         help="cProfile each row's admission into PREFIX-<row>-admission.pstats",
     )
-    parser.add_argument(
-        "--unpaced",
-        action="store_true",
-        help="without serve's collector pacer (automatic collection runs during the wave too)",
-    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.n, args.rounds = 1000, 1
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.batch, args.profile, not args.unpaced)))
+        print(json.dumps(child(args.child, args.n, args.batch, args.profile)))
         return
     for row in args.rows:
         if row not in ROWS:
@@ -230,17 +225,16 @@ def main() -> None:
             command += ["--batch", str(args.batch)]
             if args.profile:
                 command += ["--profile", args.profile]
-            if args.unpaced:
-                command.append("--unpaced")
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             for key in ("admission_us", "first_write_us"):
                 figures[row][key].append(result[key])
             print(
-                f"round {round_number + 1} {row}: admission {result['admission_us']:.1f} µs, "
-                f"first write {result['first_write_us']:.1f} µs per request, "
-                f"of which collector {result['collector_us']:.1f} µs "
-                f"({result['collections']} collections) "
+                f"round {round_number + 1} {row}: admission {result['admission_us']:.1f} µs "
+                f"(the collector {result['collector_us']:.1f} µs, {result['collections']} "
+                f"collections), first write {result['first_write_us']:.1f} µs per request; "
+                f"the collector after the wave {result['collector_after_us']:.1f} µs, left for "
+                f"a middle collection {result['middle_left_us']:.1f} µs "
                 f"(wave admitted in {result['admitted_s']:.2f} s, "
                 f"{result['early_writes']} first writes during it)"
             )

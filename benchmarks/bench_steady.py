@@ -63,7 +63,7 @@ def child(
     import gc
 
     from aiostream_synth._proxy.app import MIN_DEFAULT_LEASE_S, ProxyApp, ProxyConfig
-    from aiostream_synth._proxy.collector import tune_collector
+    from aiostream_synth._proxy.serve import _tune_garbage_collector
     from aiostream_synth._serving.pipeline import ON_DISCONNECT
 
     store = {"nostore": "off", "background-redis": redis or ""}.get(row, "memory")
@@ -73,7 +73,7 @@ def child(
     if end_only:
         interval = delay * 10  # no keepalive in the whole run
     app = ProxyApp(ProxyConfig(keepalive_s=interval, store=store, store_lease_s=lease))
-    pacer = tune_collector()  # as serve does once the app is built
+    _tune_garbage_collector()  # as serve does once the app is built
     collections = [0, 0, 0]
     collecting = [0.0, 0.0]  # CPU seconds spent collecting; when the current one began
 
@@ -247,14 +247,11 @@ def child(
         }
 
     try:
-        try:
-            import uvloop
-        except ImportError:
-            return asyncio.run(run())
+        import uvloop
+
         return uvloop.run(run())
-    finally:
-        if pacer is not None:
-            pacer.stop()
+    except ImportError:
+        return asyncio.run(run())
 
 
 def main() -> None:

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from contextlib import suppress
 from typing import Any, Literal
@@ -354,8 +353,7 @@ def test_the_startup_heap_is_frozen_before_serving(
     loop: Literal["asyncio", "trio"], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Everything alive once the app is built is out of the collector's reach when the server
-    starts, so a full collection during a burst of finishing streams does not walk it; the
-    collector's pacer runs while the server does."""
+    starts, so a full collection during a burst of finishing streams does not walk it."""
     import gc
 
     from aiostream_synth._proxy import serve as _serve
@@ -363,15 +361,10 @@ def test_the_startup_heap_is_frozen_before_serving(
 
     frozen_at_start: list[int] = []
     thresholds_at_start: list[tuple[int, int, int]] = []
-    pacers_at_start: list[list[str]] = []
-
-    def pacers() -> list[str]:
-        return [t.name for t in threading.enumerate() if "collector pacer" in t.name]
 
     def fake_server(app: object, config: object, *rest: object) -> None:
         frozen_at_start.append(gc.get_freeze_count())
         thresholds_at_start.append(gc.get_threshold())
-        pacers_at_start.append(pacers())
 
     monkeypatch.setattr(_serve, "_uvicorn", fake_server)
     monkeypatch.setattr(_serve, "_lean", fake_server)
@@ -388,10 +381,6 @@ def test_the_startup_heap_is_frozen_before_serving(
     assert thresholds_at_start == [(4000, 3, 100)]
     (count,) = frozen_at_start
     assert count > 1000
-    # and the collector is paced while it serves (collector.py), not after
-    assert pacers_at_start == [["aiostream_synth collector pacer"]]
-    assert pacers() == []
-    assert gc.isenabled()
 
 
 @pytest.mark.parametrize(
@@ -429,7 +418,7 @@ def test_every_server_listens_with_a_deep_accept_queue(
     monkeypatch.setattr(hypercorn.trio, "serve", hypercorn_serve)
     monkeypatch.setattr(lean_http, "serve", lean_serve)
     # not under test here, and a frozen heap would hide referrers from the rest of the session
-    monkeypatch.setattr(_serve, "tune_collector", lambda: None)
+    monkeypatch.setattr(_serve, "_tune_garbage_collector", lambda: None)
     _serve._serve_one(ProxyConfig(server=server, loop=loop))
     assert backlogs == [4096]
 
